@@ -1,0 +1,115 @@
+// specdec/detail/tree_builders.hpp — how a draft tree grows: nothing (autoregressive), a chain, a k-ary tree.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "concepts.hpp"
+#include "error.hpp"
+#include "proposers.hpp"
+#include "sampling.hpp"
+#include "tree.hpp"
+
+namespace specdec {
+
+/// How children are drawn from the draft distribution q of their parent.
+enum class DrawPolicy {
+    kTopK,                      // the k most likely tokens, deterministically (greedy trees)
+    kSampleWithReplacement,     // k i.i.d. draws from q (SpecInfer; may repeat a token)
+    kSampleWithoutReplacement,  // k draws, each from q with earlier draws removed (MCSD)
+};
+
+namespace detail {
+
+/// Adds `k` children of `node` drawn from q by `policy`; sampled draws record q on the parent so the
+/// acceptor can check its precondition and use the exact distribution.
+inline void add_children(Tree& tree, int node, std::span<const float> q, int k, DrawPolicy policy, const StepRng& rng) {
+    const int V = static_cast<int>(q.size());
+    k = std::min(k, V);
+    if (policy == DrawPolicy::kTopK) {
+        std::vector<int> order(V);
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int a, int b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
+        for (int i = 0; i < k; ++i) tree.add(order[i], node, q[order[i]], Draw::kTopK);
+        return;
+    }
+    tree.set_child_dist(node, q);
+    std::vector<float> left(q.begin(), q.end());
+    for (int i = 0; i < k; ++i) {
+        const int t = sample_index(left, rng.uniform(static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(i)));
+        if (policy == DrawPolicy::kSampleWithReplacement) {
+            tree.add(t, node, q[t], Draw::kSampledWithReplacement);
+        } else {
+            tree.add(t, node, q[t], Draw::kSampledWithoutReplacement);
+            left[t] = 0.0f;
+            if (std::all_of(left.begin(), left.end(), [](float v) { return v <= 0.0f; })) break;
+        }
+    }
+}
+
+}  // namespace detail
+
+/// Drafts nothing: the tree is the pending root alone. With it the loop is autoregressive decoding.
+struct RootOnly {
+    template <Proposer P>
+    Tree build(P&, int root_token, const StepContext&) {
+        Tree t;
+        t.add_root(root_token);
+        return t;
+    }
+};
+
+/// A k-ary token tree: k_config[d] children for every node at depth d (e.g. MCSD's (4,2,2,1): 4
+/// children of the root, 2 of each of those, ...). One draft forward per depth over the whole frontier.
+struct KAryTree {
+    std::vector<int> k_config;
+    DrawPolicy draw = DrawPolicy::kTopK;
+
+    template <Proposer P>
+    Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        for (std::size_t d = 0; d < k_config.size(); ++d)
+            detail::require(k_config[d] >= 1, "tree_builder", [&] {
+                return "k_config[" + std::to_string(d) + "] = " + std::to_string(k_config[d]) + ", must be >= 1";
+            });
+        Tree tree;
+        std::vector<int> frontier{tree.add_root(root_token)};
+        std::vector<float> q(proposer.vocab_size());
+        const StepRng rng = ctx.rng.with_stream(RngStream::kDraft);
+        for (int k : k_config) {
+            const Rows logits = proposer.propose(tree, frontier);
+            const int first_new = tree.size();
+            for (std::size_t j = 0; j < frontier.size(); ++j) {
+                draft_probs(logits.row(static_cast<int>(j)), ctx.sampling, q);
+                detail::add_children(tree, frontier[j], q, k, draw, rng);
+            }
+            frontier.resize(tree.size() - first_new);
+            std::iota(frontier.begin(), frontier.end(), first_new);
+        }
+        return tree;
+    }
+};
+
+/// Vanilla speculative decoding's draft (Leviathan et al. 2023; Chen et al. 2023): gamma tokens in a
+/// chain, the drafter's argmax under greedy decoding and a draw from q under sampling, which is what
+/// SpeculativeSampling needs.
+struct Chain {
+    int gamma = 4;
+
+    template <Proposer P>
+    Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        detail::require(gamma >= 0, "tree_builder", [&] { return "Chain: gamma must be >= 0, got " + std::to_string(gamma); });
+        KAryTree k{std::vector<int>(gamma, 1),
+                   ctx.sampling.greedy() ? DrawPolicy::kTopK : DrawPolicy::kSampleWithReplacement};
+        return k.build(proposer, root_token, ctx);
+    }
+};
+
+static_assert(TreeBuilder<RootOnly, NoProposer>);
+static_assert(TreeBuilder<Chain, ModelProposer<CpuModel>>);
+static_assert(TreeBuilder<KAryTree, ModelProposer<CpuModel>>);
+
+}  // namespace specdec

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite: a Release build with warnings as errors, the same suite under
+# AddressSanitizer + UndefinedBehaviorSanitizer, and a consumer project that finds the installed
+# package with find_package(specdec).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+jobs=$(nproc)
+
+echo "== Release build + tests"
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release
+cmake --build build/release -j "$jobs"
+
+echo "== find_package(specdec) from an installed copy"
+rm -rf build/install build/consumer
+cmake --install build/release --prefix build/install >/dev/null
+cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
+cmake --build build/consumer -j "$jobs" >/dev/null
+./build/consumer/consumer
+
+echo "== ASan + UBSan build + tests"
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECDEC_SANITIZE=ON -DSPECDEC_BUILD_EXAMPLES=OFF
+cmake --build build/asan -j "$jobs"
+ctest --test-dir build/asan --output-on-failure
+
+echo "== Release tests"
+ctest --test-dir build/release --output-on-failure

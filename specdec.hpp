@@ -1,0 +1,60 @@
+// specdec.hpp — speculative decoding of Llama-style language models, as four composable policies.
+// SPDX-License-Identifier: MIT
+//
+// ## Use
+// Header-only C++20. With CMake: `add_subdirectory(specdec)` or `find_package(specdec)`, then
+// `target_link_libraries(app PRIVATE specdec::specdec)`. By hand: `g++ -std=c++20 -O2 -I<specdec> app.cpp -pthread`.
+//
+// ## A complete example
+//
+//     #include "specdec.hpp"
+//     #include <cstdio>
+//     using namespace specdec;
+//
+//     int main() {
+//         // Step 1: the target, and a drafter that shares its vocabulary.
+//         const Config cfg{.hidden_size = 64, .intermediate_size = 128, .num_hidden_layers = 2,
+//                          .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 256,
+//                          .max_position_embeddings = 256};
+//         const Weights w = random_weights(cfg, /*seed=*/1, /*std_dev=*/0.2f);
+//         CpuModel target(cfg, w);
+//         CpuModel draft(cfg, perturbed(cfg, w, /*rel=*/0.3f, /*seed=*/2));
+//         // Step 2: the four policies.
+//         ModelProposer proposer(draft);   // Proposer: the drafter's next-token logits
+//         Chain builder{.gamma = 4};       // TreeBuilder: a chain of 4 drafts
+//         TreeVerifier verifier;           // Verifier: one target forward over the tree
+//         GreedyMatch acceptor;            // Acceptor: keep drafts equal to the target's argmax
+//         // Step 3: the loop.
+//         const std::vector<int> prompt{1, 2, 3};
+//         const Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt,
+//                                                   GenerateOptions{.max_new_tokens = 32});
+//         std::printf("%zu tokens, tau = %.2f tokens per target forward\n", g.tokens.size(), g.tau());
+//     }
+//
+// The output equals `autoregressive_generate(target, prompt, opts).tokens` token for token: GreedyMatch
+// is lossless for any tree under greedy decoding. For sampling (temperature > 0) use
+// SpeculativeSampling (chains), MultiDraftSampling (trees of sampled siblings) or SampleAndMatch (any
+// tree); each acceptor states its precondition and throws specdec::error when it does not hold.
+//
+// ## Compile-time options
+// None yet. (The CUDA backend will be enabled by CMake when nvcc is found.)
+//
+// ## Contents (the include order below is the dependency order)
+#pragma once
+
+#include "detail/error.hpp"          // defines: specdec::error (every bad input throws it)
+#include "detail/bf16.hpp"           // defines: bf16, to_float, to_bf16
+#include "detail/rng.hpp"            // defines: philox4x32, StepRng, RngStream (counter-based randomness)
+#include "detail/sampling.hpp"       // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
+#include "detail/views.hpp"          // defines: Rows (per-node logits), KvView
+#include "detail/tree.hpp"           // defines: Tree, Node, Draw, validate_path
+#include "detail/config.hpp"         // defines: Config (HF LlamaConfig fields)
+#include "detail/weights.hpp"        // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
+#include "detail/cpu_model.hpp"      // defines: CpuModel (float32 reference), ModelOptions
+#include "detail/concepts.hpp"       // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
+                                     //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
+#include "detail/proposers.hpp"      // defines: ModelProposer, NoProposer
+#include "detail/tree_builders.hpp"  // defines: RootOnly, Chain, KAryTree, DrawPolicy
+#include "detail/verifier.hpp"       // defines: TreeVerifier
+#include "detail/acceptors.hpp"      // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
+#include "detail/generate.hpp"       // defines: speculative_generate, autoregressive_generate, Generation, StepRecord

@@ -1,0 +1,62 @@
+// Small models and statistics shared by the tests.
+#pragma once
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "specdec.hpp"
+
+namespace test {
+
+/// A tiny Llama; `gqa` halves the kv heads.
+inline specdec::Config tiny_config(bool gqa = true, int vocab = 64) {
+    return specdec::Config{.hidden_size = 32,
+                           .intermediate_size = 48,
+                           .num_hidden_layers = 2,
+                           .num_attention_heads = 4,
+                           .num_key_value_heads = gqa ? 2 : 4,
+                           .vocab_size = vocab,
+                           .max_position_embeddings = 128};
+}
+
+/// Upper critical value of the chi-square distribution (Wilson–Hilferty), for z standard deviations.
+inline double chi_square_critical(int dof, double z = 3.09 /* p = 0.001 */) {
+    const double a = 2.0 / (9.0 * dof);
+    return dof * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
+}
+
+/// Pearson's statistic of observed counts against expected probabilities, pooling cells whose expected
+/// count is below 5 into one (the usual validity rule). Returns {statistic, degrees of freedom}.
+struct ChiSquare {
+    double statistic = 0;
+    int dof = 0;
+};
+template <class Key>
+ChiSquare chi_square(const std::map<Key, int>& observed, const std::map<Key, double>& expected, int n) {
+    ChiSquare r;
+    double pooled_obs = 0, pooled_exp = 0;
+    int cells = 0;
+    for (const auto& [key, p] : expected) {
+        const auto it = observed.find(key);
+        const double o = it == observed.end() ? 0.0 : it->second, e = p * n;
+        if (e < 5.0) {
+            pooled_obs += o;
+            pooled_exp += e;
+            continue;
+        }
+        r.statistic += (o - e) * (o - e) / e;
+        ++cells;
+    }
+    // Outcomes the target gives probability ~0 but that were observed land in the pool too.
+    for (const auto& [key, o] : observed)
+        if (!expected.count(key)) pooled_obs += o;
+    if (pooled_exp > 0) {
+        r.statistic += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / std::max(pooled_exp, 1.0);
+        ++cells;
+    }
+    r.dof = cells - 1;
+    return r;
+}
+
+}  // namespace test

@@ -1,0 +1,237 @@
+// The decoding loop: greedy speculative decoding equals plain greedy decoding for every composition
+// that claims it; concepts ask for nothing more than the loop uses; bad input is named.
+#include <tuple>
+
+#include "catch.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+
+namespace {
+
+struct Pair {  // a target and a drafter that is the target plus noise: acceptance strictly in (0, 1)
+    Config cfg;
+    CpuModel target, draft;
+    Pair(std::uint64_t seed, float noise)
+        : cfg(test::tiny_config()),
+          target(cfg, random_weights(cfg, seed, 0.4f)),
+          draft(cfg, perturbed(cfg, random_weights(cfg, seed, 0.4f), noise, seed + 100)) {}
+};
+
+// Each composition: a builder factory and an acceptor, all claiming greedy losslessness.
+struct ChainGreedy {
+    static Chain builder() { return {.gamma = 4}; }
+    using Acc = GreedyMatch;
+};
+struct ChainSpecSampling {
+    static Chain builder() { return {.gamma = 3}; }
+    using Acc = SpeculativeSampling;
+};
+struct TopKTreeGreedy {
+    static KAryTree builder() { return {.k_config = {3, 2, 1}, .draw = DrawPolicy::kTopK}; }
+    using Acc = GreedyMatch;
+};
+struct TopKTreeSampleAndMatch {
+    static KAryTree builder() { return {.k_config = {2, 2}, .draw = DrawPolicy::kTopK}; }
+    using Acc = SampleAndMatch;
+};
+struct SampledTreeMultiDraft {
+    static KAryTree builder() { return {.k_config = {4, 2, 2, 1}, .draw = DrawPolicy::kSampleWithoutReplacement}; }
+    using Acc = MultiDraftSampling;
+};
+struct SampledTreeWithReplacement {
+    static KAryTree builder() { return {.k_config = {3, 1}, .draw = DrawPolicy::kSampleWithReplacement}; }
+    using Acc = MultiDraftSampling;
+};
+using GreedyCompositions = std::tuple<ChainGreedy, ChainSpecSampling, TopKTreeGreedy, TopKTreeSampleAndMatch,
+                                      SampledTreeMultiDraft, SampledTreeWithReplacement>;
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("greedy speculative output equals plain greedy decoding token for token", "[generate][lossless]",
+                        GreedyCompositions) {
+    const std::uint64_t seed = GENERATE(range(1, 9));
+    Pair m(seed, 0.15f);
+    const std::vector<int> prompt{static_cast<int>(seed % 60), 3, 17, 42};
+    const GenerateOptions opts{.max_new_tokens = 40, .seed = seed};
+    const Generation plain = autoregressive_generate(m.target, prompt, opts);
+    ModelProposer proposer(m.draft);
+    auto builder = TestType::builder();
+    TreeVerifier verifier;
+    typename TestType::Acc acceptor;
+    const Generation spec = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+    REQUIRE(plain.tokens.size() == 40);
+    CHECK(spec.tokens == plain.tokens);
+    CHECK(spec.n_target_calls() < plain.n_target_calls());  // some drafts were accepted ...
+    int rejected_somewhere = 0;
+    for (const StepRecord& s : spec.steps) rejected_somewhere += s.n_accepted < s.depth;
+    CHECK(rejected_somewhere > 0);  // ... and some were not: the check is not vacuous
+}
+
+TEST_CASE("the output is cut at max_new_tokens and at the EOS token", "[generate]") {
+    Pair m(5, 0.1f);
+    const std::vector<int> prompt{1, 2};
+    ModelProposer proposer(m.draft);
+    Chain builder{.gamma = 6};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    for (int n : {0, 1, 7, 13}) {
+        const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
+                                                  GenerateOptions{.max_new_tokens = n});
+        CHECK(g.tokens.size() == static_cast<std::size_t>(n));
+        CHECK(m.target.cache_len() <= static_cast<int>(prompt.size()) + n);
+    }
+    const Generation full = autoregressive_generate(m.target, prompt, GenerateOptions{.max_new_tokens = 20});
+    const int eos = full.tokens[9];
+    const auto first = std::find(full.tokens.begin(), full.tokens.end(), eos) - full.tokens.begin();
+    const Generation cut = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
+                                                GenerateOptions{.max_new_tokens = 20, .eos_token = eos});
+    CHECK(cut.tokens.size() == static_cast<std::size_t>(first + 1));
+    CHECK(cut.tokens.back() == eos);
+}
+
+TEST_CASE("per-step records add up to the output", "[generate][metrics]") {
+    Pair m(3, 0.1f);
+    const std::vector<int> prompt{9, 8, 7};
+    ModelProposer proposer(m.draft);
+    Chain builder{.gamma = 3};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
+                                              GenerateOptions{.max_new_tokens = 30});
+    int emitted = 0;
+    for (const StepRecord& s : g.steps) {
+        emitted += s.n_emitted;
+        CHECK(s.n_drafted == 3);
+        CHECK(s.n_accepted <= s.depth);
+        CHECK(s.t_verify >= 0.0);
+    }
+    CHECK(emitted == 30);
+    CHECK_THAT(g.tau(), Catch::WithinRel(30.0 / g.steps.size(), 1e-12));
+    const auto per_pos = g.accepted_at_depth();
+    REQUIRE(per_pos.size() == 3);
+    CHECK(per_pos[0] >= per_pos[1]);
+    CHECK(per_pos[1] >= per_pos[2]);
+}
+
+// ---- concepts: archetypes that model exactly what the concept asks ------------------------------------
+
+namespace {
+
+/// The smallest LanguageModel: it predicts (last token + 1) mod V and has no real cache.
+struct CountingModel {
+    int len = 0;
+    std::vector<float> out;
+    int vocab_size() const { return 5; }
+    int cache_len() const { return len; }
+    int context_size() const { return 100; }
+    Rows forward(const Tree& t, int first) {
+        out.assign(static_cast<std::size_t>(t.size() - first) * 5, 0.0f);
+        for (int i = first; i < t.size(); ++i) out[(i - first) * 5 + (t[i].token + 1) % 5] = 1.0f;
+        return Rows{out, 5};
+    }
+    void commit(std::span<const int> path) { len += static_cast<int>(path.size()); }
+    void truncate(int n) { len = n; }
+    void reset() { len = 0; }
+};
+
+/// The smallest Proposer: always proposes token (node's token + 1) mod V, i.e. it is always right.
+struct CountingProposer {
+    std::vector<float> out;
+    int vocab_size() const { return 5; }
+    void start(std::span<const int>) {}
+    Rows propose(const Tree& t, std::span<const int> nodes) {
+        out.assign(nodes.size() * 5, 0.0f);
+        for (std::size_t j = 0; j < nodes.size(); ++j) out[j * 5 + (t[nodes[j]].token + 1) % 5] = 1.0f;
+        return Rows{out, 5};
+    }
+    void observe(const StepOutcome&) {}
+};
+
+struct NotAModel {
+    int vocab_size() const { return 1; }
+};
+
+}  // namespace
+
+TEST_CASE("the loop needs nothing beyond the concepts", "[concepts]") {
+    STATIC_REQUIRE(LanguageModel<CountingModel>);
+    STATIC_REQUIRE(Proposer<CountingProposer>);
+    STATIC_REQUIRE(LanguageModel<CpuModel>);
+    STATIC_REQUIRE(ExposesKV<CpuModel>);
+    STATIC_REQUIRE(ExposesHidden<CpuModel>);
+    STATIC_REQUIRE_FALSE(LanguageModel<NotAModel>);
+    STATIC_REQUIRE_FALSE(ExposesKV<CountingModel>);
+    STATIC_REQUIRE_FALSE(Proposer<CountingModel>);
+    STATIC_REQUIRE_FALSE(Acceptor<CountingModel>);
+    STATIC_REQUIRE_FALSE(TreeBuilder<GreedyMatch, CountingProposer>);
+    STATIC_REQUIRE_FALSE(Verifier<GreedyMatch, CpuModel>);
+
+    CountingModel target;
+    CountingProposer proposer;
+    Chain builder{.gamma = 3};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const std::vector<int> prompt{2};
+    const Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt,
+                                              GenerateOptions{.max_new_tokens = 8});
+    CHECK(g.tokens == std::vector<int>{3, 4, 0, 1, 2, 3, 4, 0});
+    CHECK(g.n_target_calls() == 2);  // a perfect drafter: gamma + 1 tokens per forward
+}
+
+// ---- bad input ----------------------------------------------------------------------------------------
+
+TEST_CASE("bad generation input is a specdec::error naming the value", "[generate][errors]") {
+    Pair m(2, 0.1f);
+    ModelProposer proposer(m.draft);
+    Chain builder{.gamma = 2};
+    TreeVerifier verifier;
+    GreedyMatch greedy;
+    const std::vector<int> prompt{1, 2, 3};
+    const auto run = [&](auto& acceptor, std::span<const int> p, GenerateOptions o) {
+        return speculative_generate(m.target, proposer, builder, verifier, acceptor, p, o);
+    };
+    SECTION("a prompt token outside the vocabulary") {
+        const std::vector<int> bad{1, 64};
+        CHECK_THROWS_AS(run(greedy, bad, {}), specdec::error);
+        CHECK_THROWS_WITH(run(greedy, bad, {}), Catch::Contains("prompt token 1 has id 64"));
+    }
+    SECTION("an empty prompt") {
+        CHECK_THROWS_WITH(run(greedy, std::vector<int>{}, {}), Catch::Contains("prompt is empty"));
+    }
+    SECTION("a prompt longer than the context") {
+        const std::vector<int> long_prompt(120, 1);
+        CHECK_THROWS_WITH(run(greedy, long_prompt, {.max_new_tokens = 10}),
+                          Catch::Contains("prompt of 120 tokens + max_new_tokens 10") && Catch::Contains("128"));
+    }
+    SECTION("mismatched target and drafter vocabularies") {
+        const Config small = test::tiny_config(true, 50);
+        CpuModel other(small, random_weights(small, 1));
+        ModelProposer wrong(other);
+        CHECK_THROWS_WITH(speculative_generate(m.target, wrong, builder, verifier, greedy, prompt, {}),
+                          Catch::Contains("64 tokens") && Catch::Contains("50"));
+    }
+    SECTION("invalid sampling parameters") {
+        SampleAndMatch any;
+        CHECK_THROWS_WITH(run(any, prompt, {.sampling = {.temperature = 1, .top_p = 2}}), Catch::Contains("top_p"));
+    }
+    SECTION("an acceptor used outside its precondition") {
+        CHECK_THROWS_WITH(run(greedy, prompt, {.sampling = {.temperature = 0.8f}}),
+                          Catch::Contains("GreedyMatch") && Catch::Contains("0.8"));
+        KAryTree topk{.k_config = {2, 2}, .draw = DrawPolicy::kTopK};
+        MultiDraftSampling multi;
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, topk, verifier, multi, prompt,
+                                               {.sampling = {.temperature = 1}}),
+                          Catch::Contains("drawn by top-k"));
+        KAryTree tree{.k_config = {2}, .draw = DrawPolicy::kSampleWithReplacement};
+        SpeculativeSampling chain_only;
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, tree, verifier, chain_only, prompt,
+                                               {.sampling = {.temperature = 1}}),
+                          Catch::Contains("needs a chain") && Catch::Contains("2 children"));
+    }
+    SECTION("an invalid k-config") {
+        KAryTree bad{.k_config = {2, 0}};
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, bad, verifier, greedy, prompt, {}),
+                          Catch::Contains("k_config[1] = 0"));
+    }
+}

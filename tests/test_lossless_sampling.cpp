@@ -1,0 +1,123 @@
+// Losslessness under sampling: over many fixed seeds, the first two generated tokens of each
+// lossless composition follow the target's own distribution (chi-square at p = 0.001); a deliberately
+// lossy acceptor fails the same check, so the check has teeth. Seeds are fixed: the test cannot flake.
+#include <map>
+#include <utility>
+
+#include "catch.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+
+namespace {
+
+constexpr int kVocab = 6;
+constexpr int kRuns = 3000;
+
+struct Models {
+    Config cfg = test::tiny_config(true, kVocab);
+    // std 0.3 weights give spread-out next-token distributions over 6 tokens (p ~ .67/.13/.12/...),
+    // and a drafter far enough from them that acceptance is partial.
+    Weights w = random_weights(cfg, 2024, 0.3f);
+    CpuModel target{cfg, w};
+    CpuModel draft{cfg, perturbed(cfg, w, 0.8f, 77)};
+};
+
+/// Exact P(t1, t2 | prompt) of the target under `s`.
+std::map<std::pair<int, int>, double> exact_two_tokens(CpuModel& target, const std::vector<int>& prompt, const Sampling& s) {
+    std::map<std::pair<int, int>, double> out;
+    std::vector<float> p1(kVocab), p2(kVocab);
+    target.reset();
+    detail::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
+    Tree t;
+    t.add_root(prompt.back());
+    for (int a = 0; a < kVocab; ++a) t.add(a, 0);
+    const Rows r = target.forward(t, 0);
+    processed_probs(r.row(0), s, p1);
+    for (int a = 0; a < kVocab; ++a) {
+        processed_probs(r.row(1 + a), s, p2);
+        for (int b = 0; b < kVocab; ++b)
+            if (p1[a] * p2[b] > 0) out[{a, b}] = double(p1[a]) * p2[b];
+    }
+    return out;
+}
+
+template <class Builder, class Acc>
+std::map<std::pair<int, int>, int> observed_two_tokens(Models& m, Builder builder, Acc acceptor,
+                                                       const std::vector<int>& prompt, const Sampling& s) {
+    std::map<std::pair<int, int>, int> counts;
+    ModelProposer proposer(m.draft);
+    TreeVerifier verifier;
+    for (int seed = 0; seed < kRuns; ++seed) {
+        const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
+                                                  GenerateOptions{.max_new_tokens = 2, .sampling = s,
+                                                                  .seed = static_cast<std::uint64_t>(seed)});
+        ++counts[{g.tokens[0], g.tokens[1]}];
+    }
+    return counts;
+}
+
+/// Accepts every draft of a chain without looking at the target: lossy on purpose.
+struct AcceptEverything {
+    AcceptResult accept(const Tree& tree, Rows logits, const StepContext& ctx) const {
+        AcceptResult r{{0}, 0};
+        for (int node = 0;;) {
+            const auto kids = tree.children(node);
+            if (kids.empty()) break;
+            r.path.push_back(node = kids[0]);
+        }
+        std::vector<float> p(logits.cols);
+        processed_probs(logits.row(r.path.back()), ctx.sampling, p);
+        r.bonus = sample_index(p, ctx.rng.uniform(0));
+        return r;
+    }
+};
+
+template <class Builder, class Acc>
+test::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling& s) {
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    const auto expected = exact_two_tokens(m.target, prompt, s);
+    const auto observed = observed_two_tokens(m, builder, acceptor, prompt, s);
+    const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
+    REQUIRE(r.dof >= 8);  // enough populated cells that the test means something
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("sampled output follows the target's distribution for every lossless acceptor", "[lossless][sampling][slow]") {
+    const Sampling s = GENERATE(Sampling{.temperature = 1.0f}, Sampling{.temperature = 1.5f, .top_k = 5, .top_p = 0.95f});
+    CAPTURE(s.temperature, s.top_k, s.top_p);
+    SECTION("chain + SpeculativeSampling") {
+        const auto r = check_composition(Chain{.gamma = 3}, SpeculativeSampling{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("sampled tree with replacement + MultiDraftSampling (SpecInfer)") {
+        const auto r = check_composition(KAryTree{{3, 2}, DrawPolicy::kSampleWithReplacement}, MultiDraftSampling{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("sampled tree without replacement + MultiDraftSampling (MCSD)") {
+        const auto r = check_composition(KAryTree{{3, 2}, DrawPolicy::kSampleWithoutReplacement}, MultiDraftSampling{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("top-k tree + SampleAndMatch") {
+        const auto r = check_composition(KAryTree{{2, 2}, DrawPolicy::kTopK}, SampleAndMatch{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("autoregressive decoding (the reference the others are held to)") {
+        const auto r = check_composition(RootOnly{}, SampleAndMatch{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+}
+
+TEST_CASE("the same check detects a deliberately lossy acceptor", "[lossless][sampling][slow]") {
+    const auto r = check_composition(Chain{.gamma = 2}, AcceptEverything{}, Sampling{.temperature = 1.0f});
+    CAPTURE(r.statistic, r.dof);
+    CHECK(r.statistic > test::chi_square_critical(r.dof));
+}
