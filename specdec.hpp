@@ -58,3 +58,4 @@
 #include "detail/verifier.hpp"       // defines: TreeVerifier
 #include "detail/acceptors.hpp"      // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
 #include "detail/generate.hpp"       // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
+#include "detail/metrics.hpp"        // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement

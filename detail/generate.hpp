@@ -31,11 +31,13 @@ struct StepRecord {
     int depth = 0;       // deepest draft
     int n_accepted = 0;  // drafts kept (the path minus its root)
     int n_emitted = 0;   // tokens this step added to the output: accepted drafts + bonus, after the cut
+    int n_draft_calls = 0;  // drafter forwards this step (0 when the proposer does not count them)
     double t_draft = 0, t_verify = 0, t_accept = 0, t_commit = 0;  // seconds
 };
 
 struct Generation {
-    std::vector<int> tokens;  // new tokens only, prompt excluded
+    std::vector<int> tokens;        // new tokens only, prompt excluded
+    std::vector<int> token_depth;   // per token: depth of the accepted draft it was, 0 = the target's own
     std::vector<StepRecord> steps;
 
     int n_target_calls() const { return static_cast<int>(steps.size()); }
@@ -88,9 +90,14 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
     detail::prefill(target, prompt.first(prompt.size() - 1));
     proposer.start(prompt);
     int root = prompt.back();
+    const auto draft_calls = [&] {
+        if constexpr (requires { proposer.n_calls(); }) return static_cast<int>(proposer.n_calls());
+        else return 0;
+    };
     for (std::uint32_t step = 0; static_cast<int>(out.tokens.size()) < opts.max_new_tokens; ++step) {
         const StepContext ctx{opts.sampling, StepRng{opts.seed, step, RngStream::kAccept}};
         StepRecord rec;
+        const int calls_before = draft_calls();
         const auto t0 = clock::now();
         const Tree tree = builder.build(proposer, root, ctx);
         detail::require(!tree.empty() && tree[0].parent < 0 && tree[0].token == root, "generate", [&] {
@@ -121,12 +128,14 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         proposer.observe(StepOutcome{tree, res.path, emitted[keep - 1]});
         root = emitted[keep - 1];
         out.tokens.insert(out.tokens.end(), emitted.begin(), emitted.begin() + keep);
+        for (int j = 0; j < keep; ++j) out.token_depth.push_back(j + 1 < static_cast<int>(emitted.size()) ? j + 1 : 0);
         const auto t4 = clock::now();
 
         rec.n_drafted = tree.size() - 1;
         rec.depth = tree.max_depth();
         rec.n_accepted = static_cast<int>(emitted.size()) - 1;
         rec.n_emitted = keep;
+        rec.n_draft_calls = draft_calls() - calls_before;
         rec.t_draft = seconds(t0, t1);
         rec.t_verify = seconds(t1, t2);
         rec.t_accept = seconds(t2, t3);

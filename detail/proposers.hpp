@@ -41,6 +41,8 @@ public:
     explicit ModelProposer(M& model) : model_(&model) {}
 
     int vocab_size() const { return model_->vocab_size(); }
+    /// Draft forwards so far (the loop records them per step; SWI counts them).
+    long n_calls() const { return n_calls_; }
 
     void start(std::span<const int> prompt) {
         detail::require(!prompt.empty(), "proposer", [] { return std::string("start: the prompt is empty"); });
@@ -70,6 +72,7 @@ public:
         }
         mirrored_ = tree.size();
         const Rows fresh_rows = model_->forward(inner_, computed_);
+        ++n_calls_;
         logits_.insert(logits_.end(), fresh_rows.data.begin(), fresh_rows.data.end());
         computed_ = inner_.size();
 
@@ -111,6 +114,7 @@ private:
     int computed_ = 0;           // inner nodes the model has scored this step
     int mirrored_ = 0;           // builder nodes copied into inner_
     bool fresh_ = true;
+    long n_calls_ = 0;
     std::vector<float> logits_;  // (computed_ - ..., V): rows of every scored inner node this step
     std::vector<float> out_;     // (nodes, V)
 };
