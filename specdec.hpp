@@ -51,6 +51,10 @@
 #include "detail/config.hpp"         // defines: Config (HF LlamaConfig fields)
 #include "detail/weights.hpp"        // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
 #include "detail/cpu_model.hpp"      // defines: CpuModel (float32 reference), ModelOptions
+#include "detail/json.hpp"           // defines: json::Value, json::parse, json::dump
+#include "detail/safetensors.hpp"    // defines: SafetensorsFile, write_safetensors, DType
+#include "detail/checkpoint.hpp"     // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
+#include "detail/tokenizer.hpp"      // defines: Tokenizer (byte-level BPE, HF tokenizer.json)
 #include "detail/concepts.hpp"       // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
                                      //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
 #include "detail/proposers.hpp"      // defines: ModelProposer, NoProposer

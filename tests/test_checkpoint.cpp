@@ -1,0 +1,105 @@
+// HF checkpoints: config.json + model.safetensors written and read back bit-exactly, and broken
+// files rejected with errors that name the file, tensor and value.
+#include <filesystem>
+#include <cstring>
+#include <fstream>
+
+#include "catch.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path d = fs::temp_directory_path() / ("specdec_test_" + name);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+bool same_bits(const Weights& a, const Weights& b, const Config& c) {
+    std::vector<const std::vector<float>*> xs, ys;
+    for_each_tensor(a, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { xs.push_back(&t); });
+    for_each_tensor(b, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { ys.push_back(&t); });
+    for (std::size_t i = 0; i < xs.size(); ++i)
+        if (xs[i]->size() != ys[i]->size() || std::memcmp(xs[i]->data(), ys[i]->data(), xs[i]->size() * 4) != 0) return false;
+    return xs.size() == ys.size();
+}
+
+void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+}  // namespace
+
+TEST_CASE("a checkpoint folder round-trips config and weights bit-exactly", "[checkpoint]") {
+    const bool tied = GENERATE(false, true);
+    Config cfg = test::tiny_config();
+    cfg.tie_word_embeddings = tied;
+    cfg.rope_theta = 500000.0f;
+    const Weights w = random_weights(cfg, 5, 0.3f);
+    const fs::path dir = fresh_dir(tied ? "ck_tied" : "ck");
+    SECTION("float32") {
+        save_checkpoint(dir, cfg, w, SaveFormat::kF32);
+        const Checkpoint back = load_checkpoint(dir);
+        CHECK(back.config.hidden_size == cfg.hidden_size);
+        CHECK(back.config.num_key_value_heads == cfg.num_key_value_heads);
+        CHECK(back.config.rope_theta == cfg.rope_theta);
+        CHECK(back.config.tie_word_embeddings == tied);
+        CHECK(same_bits(back.weights, w, cfg));
+    }
+    SECTION("bfloat16: rounding once, then stable") {
+        save_checkpoint(dir, cfg, w, SaveFormat::kBF16);
+        const Checkpoint once = load_checkpoint(dir);
+        CHECK_FALSE(same_bits(once.weights, w, cfg));
+        const fs::path dir2 = fresh_dir("ck_again");
+        save_checkpoint(dir2, cfg, once.weights, SaveFormat::kBF16);
+        CHECK(same_bits(load_checkpoint(dir2).weights, once.weights, cfg));
+        // And the model built from it computes what the bf16 weights say.
+        CpuModel m(once.config, once.weights);
+        const Tree t = Tree::chain(std::vector<int>{1, 2});
+        CHECK(m.forward(t, 0).rows() == 2);
+    }
+}
+
+TEST_CASE("broken checkpoints are rejected naming the file, field or tensor", "[checkpoint][errors]") {
+    const Config cfg = test::tiny_config();
+    const Weights w = random_weights(cfg, 5, 0.3f);
+    const fs::path dir = fresh_dir("ck_broken");
+    save_checkpoint(dir, cfg, w, SaveFormat::kF32);
+    SECTION("a missing folder") {
+        CHECK_THROWS_WITH(load_checkpoint(dir / "nope"), Catch::Contains("not a directory"));
+    }
+    SECTION("malformed config.json") {
+        write_text(dir / "config.json", "{\"hidden_size\": 32,");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("config.json"));
+    }
+    SECTION("a missing config field") {
+        write_text(dir / "config.json", "{\"hidden_size\": 32}");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("intermediate_size"));
+    }
+    SECTION("a config the model cannot honour") {
+        write_text(dir / "config.json",
+                   "{\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                   "\"vocab_size\":64,\"max_position_embeddings\":128,\"hidden_act\":\"gelu\"}");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("hidden_act 'gelu'"));
+    }
+    SECTION("weights whose shapes disagree with the config") {
+        Config wider = cfg;
+        wider.intermediate_size = 64;
+        save_config(wider, dir / "config.json");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("model.layers.0.mlp.gate_proj.weight") &&
+                                                    Catch::Contains("[48, 32]") && Catch::Contains("[64, 32]"));
+    }
+    SECTION("a missing tensor") {
+        Config deeper = cfg;
+        deeper.num_hidden_layers = 3;
+        save_config(deeper, dir / "config.json");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("model.layers.2."));
+    }
+    SECTION("a truncated model.safetensors") {
+        const fs::path st = dir / "model.safetensors";
+        fs::resize_file(st, fs::file_size(st) / 2);
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("model.safetensors"));
+    }
+}
