@@ -89,7 +89,11 @@ TEST_CASE("json integers are exact up to int64 and bigger ones become doubles", 
 
 TEST_CASE("json objects look keys up through an index when large", "[json]") {
     json::Object o;
-    for (int i = 0; i < 5000; ++i) CHECK(o.insert("k" + std::to_string(i), i));
+    for (int i = 0; i < 5000; ++i) {
+        std::string key = std::to_string(i);  // not "k" + to_string(i): GCC 12 -O3 misreports -Wrestrict (PR 105329)
+        key.insert(key.begin(), 'k');
+        CHECK(o.insert(key, i));
+    }
     CHECK_FALSE(o.insert("k17", 0));
     o.set("k17", -1);
     o.set("new", 99);
