@@ -45,12 +45,14 @@
 #include "detail/error.hpp"          // defines: specdec::error (every bad input throws it)
 #include "detail/bf16.hpp"           // defines: bf16, to_float, to_bf16
 #include "detail/rng.hpp"            // defines: philox4x32, StepRng, RngStream (counter-based randomness)
+#include "detail/thread_pool.hpp"    // defines: ThreadPool (the parallel loops' workers; the caller owns it)
+#include "detail/matmul.hpp"         // defines: matmul, matmul_reference, dot, axpy, cpu_features
 #include "detail/sampling.hpp"       // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
 #include "detail/views.hpp"          // defines: Rows (per-node logits), KvView
 #include "detail/tree.hpp"           // defines: Tree, Node, Draw, validate_path
 #include "detail/config.hpp"         // defines: Config (HF LlamaConfig fields)
 #include "detail/weights.hpp"        // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
-#include "detail/cpu_model.hpp"      // defines: CpuModel (float32 reference), ModelOptions
+#include "detail/cpu_model.hpp"      // defines: CpuModel, ModelOptions, WeightFormat
 #include "detail/json.hpp"           // defines: json::Value, json::parse, json::dump
 #include "detail/safetensors.hpp"    // defines: SafetensorsFile, write_safetensors, DType
 #include "detail/checkpoint.hpp"     // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint

@@ -1,0 +1,263 @@
+// Tests of detail/matmul.hpp and detail/thread_pool.hpp: every fast path against the reference.
+#include "catch.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "detail/matmul.hpp"
+#include "detail/thread_pool.hpp"
+
+namespace {
+
+using specdec::bf16;
+using specdec::ThreadPool;
+using specdec::detail::MatmulIsa;
+using specdec::detail::MatmulKernel;
+using specdec::detail::MatmulPath;
+
+std::vector<float> random_floats(std::size_t count, std::uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> v(count);
+    for (auto& f : v) f = u(rng);
+    return v;
+}
+
+std::vector<bf16> to_bf16s(const std::vector<float>& v) {
+    std::vector<bf16> out(v.size());
+    std::transform(v.begin(), v.end(), out.begin(), [](float f) { return specdec::to_bf16(f); });
+    return out;
+}
+
+float magnitude(float w) { return std::fabs(w); }
+float magnitude(bf16 w) { return std::fabs(specdec::to_float(w)); }
+
+// The stated tolerance. Both sides sum the same k f32 products in different orders, so each is within
+// γ_k·Σ|x_p·w_p| of the exact sum (Higham, Accuracy and Stability, §3.1; γ_k ≈ k·2⁻²⁴). That worst
+// case is loose; for sign-random data the error is a few ulps of Σ|x_p·w_p|, so we demand
+//     |fast − reference| ≤ 1e-5 · Σ_p |x_p|·|w_p|     for every output,
+// about 170 ulps of the scale, independent of k.
+constexpr double kRelTol = 1e-5;
+
+/// The allowed |fast − ref| per output: kRelTol · Σ_p |x_p|·|w_p|.
+template <class WT>
+std::vector<double> error_bounds(const std::vector<float>& x, const std::vector<WT>& W, int n, int k, int m) {
+    std::vector<double> bounds(std::size_t(n) * m);
+    for (int i = 0; i < n; ++i)
+        for (int j = 0; j < m; ++j) {
+            double scale = 0.0;
+            for (int p = 0; p < k; ++p)
+                scale += std::fabs(x[std::size_t(i) * k + p]) * double(magnitude(W[std::size_t(j) * k + p]));
+            bounds[std::size_t(i) * m + j] = kRelTol * scale + 1e-30;
+        }
+    return bounds;
+}
+
+/// Worst |fast − ref| / bound over all outputs; ≤ 1 passes (NaN, e.g. an unwritten output, fails).
+double worst_error_ratio(const std::vector<float>& fast, const std::vector<float>& ref, const std::vector<double>& bounds) {
+    double worst = 0.0;
+    for (std::size_t o = 0; o < fast.size(); ++o) {
+        const double ratio = std::fabs(double(fast[o]) - double(ref[o])) / bounds[o];
+        worst = std::isnan(ratio) ? INFINITY : std::max(worst, ratio);
+    }
+    return worst;
+}
+
+struct Shape {
+    int n, k, m;
+};
+
+std::vector<Shape> ragged_shapes() {
+    std::vector<Shape> shapes;
+    for (int n : {1, 2, 3, 5, 8, 16, 17, 33, 64})
+        for (int k : {1, 7, 31, 129, 770})
+            for (int m : {1, 7, 31, 129, 770}) shapes.push_back({n, k, m});
+    // Large n, where the packed kernel runs by default: fewer shapes, since the reference is slow.
+    for (int n : {100, 512}) {
+        shapes.push_back({n, 7, 31});
+        shapes.push_back({n, 129, 770});
+        shapes.push_back({n, 770, 129});
+    }
+    shapes.push_back({100, 770, 770});
+    return shapes;
+}
+
+std::vector<MatmulPath> all_paths() {
+    std::vector<MatmulPath> paths;
+    for (MatmulIsa isa : {MatmulIsa::kScalar, MatmulIsa::kAvx2, MatmulIsa::kAvx512}) {
+        if (!specdec::detail::isa_available(isa)) {
+            WARN("path '" << specdec::detail::isa_name(isa) << "' is not available on this CPU: not tested");
+            continue;
+        }
+        paths.push_back({isa, MatmulKernel::kRows});
+        if (isa != MatmulIsa::kScalar) paths.push_back({isa, MatmulKernel::kPacked});
+    }
+    paths.push_back({MatmulIsa::kAuto, MatmulKernel::kAuto});
+    return paths;
+}
+
+const char* kernel_name(MatmulKernel kernel) {
+    switch (kernel) {
+        case MatmulKernel::kAuto: return "auto";
+        case MatmulKernel::kRows: return "rows";
+        case MatmulKernel::kPacked: return "packed";
+    }
+    return "?";
+}
+
+template <class WT>
+void check_all_paths_against_reference(std::uint32_t seed) {
+    const auto paths = all_paths();
+    ThreadPool pool1(1), pool2(2), pool3(3);
+    ThreadPool* pools[] = {&pool1, &pool2, &pool3};
+    for (const Shape& s : ragged_shapes()) {
+        const auto x = random_floats(std::size_t(s.n) * s.k, seed + 1);
+        const auto wf = random_floats(std::size_t(s.m) * s.k, seed + 2);
+        std::vector<WT> W;
+        if constexpr (std::is_same_v<WT, bf16>) W = to_bf16s(wf);
+        else W = wf;
+        std::vector<float> ref(std::size_t(s.n) * s.m);
+        specdec::matmul_reference(ref.data(), x.data(), W.data(), s.n, s.k, s.m);
+        const auto bounds = error_bounds(x, W, s.n, s.k, s.m);
+        for (const MatmulPath& path : paths)
+            for (ThreadPool* pool : pools) {
+                // Scalar is slow; one multi-threaded run is enough to check its split.
+                if (path.isa == MatmulIsa::kScalar && pool->size() == 3) continue;
+                std::vector<float> y(std::size_t(s.n) * s.m, std::nanf(""));
+                specdec::detail::matmul_path(path, *pool, y.data(), x.data(), W.data(), s.n, s.k, s.m);
+                INFO("n=" << s.n << " k=" << s.k << " m=" << s.m << " isa=" << specdec::detail::isa_name(path.isa)
+                          << " kernel=" << kernel_name(path.kernel) << " threads=" << pool->size());
+                CHECK(worst_error_ratio(y, ref, bounds) <= 1.0);
+            }
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------
+// matmul
+
+TEST_CASE("every matmul path matches the reference for f32 weights over ragged shapes", "[matmul]") {
+    check_all_paths_against_reference<float>(11);
+}
+
+TEST_CASE("every matmul path matches the reference for bf16 weights over ragged shapes", "[matmul]") {
+    check_all_paths_against_reference<bf16>(23);
+}
+
+TEST_CASE("the scalar rows path sums in the reference's order, bit for bit", "[matmul]") {
+    ThreadPool pool(2);
+    const int n = 5, k = 129, m = 31;
+    const auto x = random_floats(n * k, 3), W = random_floats(m * k, 4);
+    std::vector<float> ref(n * m), y(n * m);
+    specdec::matmul_reference(ref.data(), x.data(), W.data(), n, k, m);
+    specdec::detail::matmul_path({MatmulIsa::kScalar, MatmulKernel::kRows}, pool, y.data(), x.data(), W.data(), n, k, m);
+    CHECK(y == ref);
+}
+
+TEST_CASE("matmul handles empty dimensions and rejects bad ones", "[matmul]") {
+    ThreadPool pool(2);
+    std::vector<float> y(6, 1.0f), x(6, 1.0f), W(6, 1.0f);
+    SECTION("k = 0 gives zeros") {
+        specdec::matmul(pool, y.data(), x.data(), W.data(), 2, 0, 3);
+        CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 0.0f; }));
+    }
+    SECTION("n = 0 or m = 0 writes nothing") {
+        specdec::matmul(pool, y.data(), x.data(), W.data(), 0, 3, 2);
+        specdec::matmul(pool, y.data(), x.data(), W.data(), 2, 3, 0);
+        CHECK(std::all_of(y.begin(), y.end(), [](float v) { return v == 1.0f; }));
+    }
+    SECTION("negative sizes and null pointers throw specdec::error") {
+        CHECK_THROWS_AS(specdec::matmul(pool, y.data(), x.data(), W.data(), -1, 3, 2), specdec::error);
+        CHECK_THROWS_WITH(specdec::matmul(pool, y.data(), x.data(), W.data(), 2, -3, 2),
+                          Catch::Matchers::StartsWith("[specdec.matmul] k = -3"));
+        CHECK_THROWS_AS(specdec::matmul(pool, y.data(), nullptr, W.data(), 2, 3, 2), specdec::error);
+    }
+}
+
+TEST_CASE("cpu_features is consistent with the paths it enables", "[matmul]") {
+    const auto f = specdec::cpu_features();
+    CHECK((!f.avx512 || f.avx2_fma));
+    CHECK((!f.avx512_bf16 || f.avx512));
+    CHECK(specdec::detail::isa_available(MatmulIsa::kAvx512) == f.avx512);
+    CHECK(specdec::detail::isa_available(MatmulIsa::kAvx2) == f.avx2_fma);
+    if (!f.avx512) {
+        ThreadPool pool(1);
+        float y = 0, x = 1, w = 1;
+        CHECK_THROWS_AS(specdec::detail::matmul_path({MatmulIsa::kAvx512, MatmulKernel::kAuto}, pool, &y, &x, &w, 1, 1, 1),
+                        specdec::error);
+    }
+}
+
+TEST_CASE("dot and axpy match plain loops", "[matmul]") {
+    const int k = GENERATE(0, 1, 7, 16, 31, 64, 129);
+    const auto a = random_floats(std::size_t(k), 5), b = random_floats(std::size_t(k), 6);
+    double exact = 0.0, scale = 0.0;
+    for (int p = 0; p < k; ++p) exact += double(a[p]) * b[p], scale += std::fabs(double(a[p]) * b[p]);
+    CHECK(std::fabs(specdec::dot(a.data(), b.data(), k) - exact) <= kRelTol * scale + 1e-30);
+
+    auto y = b;
+    specdec::axpy(y.data(), 0.5f, a.data(), k);
+    for (int p = 0; p < k; ++p) CHECK_THAT(y[p], Catch::Matchers::WithinAbs(b[p] + 0.5f * a[p], 1e-6));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// ThreadPool
+
+TEST_CASE("parallel_for runs every task exactly once, over many tiny calls", "[thread_pool]") {
+    const int threads = GENERATE(1, 2, 3, 4);
+    ThreadPool pool(threads);
+    REQUIRE(pool.size() == threads);
+    std::vector<std::atomic<int>> hits(64);
+    long expected_total = 0;
+    for (int call = 0; call < 20000; ++call) {
+        const int n_tasks = 1 + call % 37;
+        pool.parallel_for(n_tasks, [&](int t) { hits[std::size_t(t) % hits.size()].fetch_add(1, std::memory_order_relaxed); });
+        expected_total += n_tasks;
+    }
+    long total = 0;
+    for (auto& h : hits) total += h.load();
+    CHECK(total == expected_total);
+    // Task t of a call with n_tasks > t hits slot t: slot 0 is hit once per call.
+    CHECK(hits[0].load() == 20000);
+}
+
+TEST_CASE("an exception thrown in a task is rethrown in the caller and the pool stays usable", "[thread_pool]") {
+    const int threads = GENERATE(1, 2, 3);
+    ThreadPool pool(threads);
+    CHECK_THROWS_WITH(pool.parallel_for(16, [](int t) {
+                          if (t == 5) throw std::runtime_error("task 5 failed");
+                      }),
+                      "task 5 failed");
+    std::atomic<int> count{0};
+    pool.parallel_for(16, [&](int) { count.fetch_add(1); });
+    CHECK(count.load() == 16);
+}
+
+TEST_CASE("a pool of size 1 runs tasks inline on the calling thread", "[thread_pool]") {
+    ThreadPool pool(1);
+    const auto caller = std::this_thread::get_id();
+    bool all_inline = true;
+    pool.parallel_for(10, [&](int) { all_inline = all_inline && std::this_thread::get_id() == caller; });
+    CHECK(all_inline);
+}
+
+TEST_CASE("a parallel_for issued from inside a task runs inline instead of deadlocking", "[thread_pool]") {
+    ThreadPool pool(3);
+    std::atomic<int> count{0};
+    pool.parallel_for(6, [&](int) { pool.parallel_for(4, [&](int) { count.fetch_add(1); }); });
+    CHECK(count.load() == 24);
+}
+
+TEST_CASE("the pool's size defaults to the hardware and rejects negative counts", "[thread_pool]") {
+    ThreadPool pool(0);
+    CHECK(pool.size() == std::max(1, int(std::thread::hardware_concurrency())));
+    CHECK_THROWS_AS(ThreadPool(-1), specdec::error);
+}
