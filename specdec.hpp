@@ -37,7 +37,8 @@
 // tree); each acceptor states its precondition and throws specdec::error when it does not hold.
 //
 // ## Compile-time options
-// None yet. (The CUDA backend will be enabled by CMake when nvcc is found.)
+// None. The CUDA backend (`CudaModel`, kernels in kernels.cuh) is visible in translation units compiled by
+// nvcc; link `specdec::cuda` (defined when CMake finds nvcc) for the CUDA runtime and cuBLASLt.
 //
 // ## Contents (the include order below is the dependency order)
 #pragma once
@@ -65,3 +66,12 @@
 #include "detail/acceptors.hpp"      // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
 #include "detail/generate.hpp"       // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
 #include "detail/metrics.hpp"        // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
+#include "detail/progress.hpp"       // defines: ProgressLine (progress with ETA for long work)
+#include "detail/svg.hpp"            // defines: write_svg_chart, Series (loss curves, benchmark charts)
+#include "detail/train_layers.hpp"   // defines: train:: layer forward/backward pairs, losses, AttentionMask
+#include "detail/train_model.hpp"    // defines: train::TrainableLlama (forward + hand-written backward)
+#include "detail/optimizer.hpp"      // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
+#include "detail/dataset.hpp"        // defines: train::TokenFile, random_windows, evaluate, teacher cache
+#if defined(__CUDACC__)
+#include "detail/cuda_model.cuh"     // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
+#endif

@@ -1,0 +1,60 @@
+# cmake/cuda.cmake — the CUDA backend's interface target, tests and benchmark.
+# Included by CMakeLists.txt after include(CTest); when no CUDA compiler is found (or SPECDEC_CUDA is
+# OFF, or under SPECDEC_SANITIZE) it says so and returns, and the CPU build goes on unchanged.
+
+if(DEFINED SPECDEC_CUDA AND NOT SPECDEC_CUDA)
+    message(STATUS "specdec: CUDA backend skipped (SPECDEC_CUDA is OFF)")
+    return()
+endif()
+if(SPECDEC_SANITIZE)
+    # ASan's shadow memory and the CUDA driver do not mix; compute-sanitizer checks the CUDA code instead
+    # (scripts/gpu_check.sh).
+    message(STATUS "specdec: CUDA backend skipped under SPECDEC_SANITIZE (use compute-sanitizer: scripts/gpu_check.sh)")
+    return()
+endif()
+include(CheckLanguage)
+check_language(CUDA)
+if(NOT CMAKE_CUDA_COMPILER)
+    message(STATUS "specdec: CUDA backend skipped: no CUDA compiler found (put nvcc on PATH or set CMAKE_CUDA_COMPILER)")
+    return()
+endif()
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)  # A100, H100; must be set before enable_language
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit REQUIRED)
+message(STATUS "specdec: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
+
+# ---- the backend: headers (kernels.cuh, detail/cuda_*.cuh) + the CUDA runtime and cuBLASLt -------------
+add_library(specdec_cuda INTERFACE)
+add_library(specdec::cuda ALIAS specdec_cuda)
+target_link_libraries(specdec_cuda INTERFACE specdec::specdec CUDA::cudart CUDA::cublasLt)
+
+# C++20 for nvcc is passed as a flag: CMake 3.25 does not know nvcc's C++20 option, so CUDA_STANDARD 20
+# fails at generation ("requires the language dialect CUDA20").
+target_compile_options(specdec_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
+
+# Warnings are errors for nvcc's own diagnostics and for the host code it hands to g++.
+# Relaxed: nvcc's front end does not know `#pragma GCC unroll` (detail/matmul.hpp, for g++), which it
+# reports as warning 1675; g++ still sees and applies the pragma.
+function(specdec_cuda_program target)
+    target_link_libraries(${target} PRIVATE specdec::cuda)
+    target_compile_options(${target} PRIVATE
+        "$<$<COMPILE_LANGUAGE:CUDA>:--Werror=all-warnings;-diag-suppress=1675;-Xcompiler=-Wall,-Wextra,-Werror>"
+        "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wpedantic;-Werror>")
+endfunction()
+
+if(BUILD_TESTING)
+    add_executable(specdec_cuda_tests tests/cuda/main.cpp tests/cuda/test_cuda.cu)
+    target_include_directories(specdec_cuda_tests PRIVATE tests)
+    target_link_libraries(specdec_cuda_tests PRIVATE Catch2::Catch2)
+    specdec_cuda_program(specdec_cuda_tests)
+    add_test(NAME specdec_cuda_tests COMMAND specdec_cuda_tests --order rand --warn NoAssertions)
+    # Exit code 77 = no usable GPU (tests/cuda/main.cpp): reported as skipped, never as passed.
+    set_tests_properties(specdec_cuda_tests PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
+endif()
+
+if(SPECDEC_BUILD_EXAMPLES)
+    add_executable(bench_cuda examples/bench/bench_cuda.cu)
+    specdec_cuda_program(bench_cuda)
+endif()

@@ -1,0 +1,170 @@
+// bench_model — is the CPU model's forward at the hardware's floor, and is verifying a tree almost free?
+//
+// Measures in one run, on this machine:
+//   1. the ceilings: read bandwidth and f32 FMA rate, 1 thread and all threads (ceilings.hpp);
+//   2. for each model shape (the ~15M and ~110M Llamas of llama2.c's scale, and the demo target if
+//      models/target exists), in float32 and bfloat16 weights, random weights:
+//        - decode: one token on a 256-token cache, median latency, beside its floor
+//          (bytes that must be read: weight matrices + the KV cache, / measured bandwidth);
+//        - tree verification: N = 1, 2, 4, 8, 16, 32, 64 nodes (a random tree), ratio to N = 1;
+//        - prefill: 512 tokens, GFLOP/s as a share of the FMA ceiling;
+//      and the plain-loop reference model's decode beside the fast one.
+// Weights are ordinary heap memory, touched and warmed by a first run before timing.
+//
+// Build and run:  cmake --build build --target bench_model && ./build/bench_model [--threads N] [--csv F] [--quick]
+// Prints a table (progress to stderr); --csv writes the same rows. Takes 2-4 minutes (--quick: ~30 s).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ceilings.hpp"
+#include "specdec.hpp"
+
+using namespace specdec;
+using namespace bench;
+
+namespace {
+
+struct Row {
+    std::string model, dtype, what;
+    int n = 0;
+    double median_ms = 0, best_ms = 0, ratio = 0;  // ratio: x floor (decode), / N=1 (tree), % FMA (prefill)
+};
+
+std::size_t matrix_params(const Config& c) {
+    const std::size_t D = c.hidden_size, F = c.intermediate_size, q = std::size_t(c.num_attention_heads) * c.head_dim();
+    return c.num_hidden_layers * (q * D + 2 * std::size_t(c.kv_dim()) * D + D * q + 3 * F * D) +
+           std::size_t(c.vocab_size) * D;  // the head; the embedding is gathered, not read whole
+}
+
+Tree random_tree(int n, int vocab, std::uint64_t seed) {
+    Tree t;
+    StepRng rng{seed, 0, RngStream::kUser};
+    t.add_root(1);
+    for (int i = 1; i < n; ++i)
+        t.add(static_cast<int>(rng.uniform(i, 1) * vocab), static_cast<int>(rng.uniform(i, 0) * i));
+    return t;
+}
+
+void print(const Row& r) {
+    std::printf("%-8s %-5s %-9s %4d %11.3f %11.3f %9.2f\n", r.model.c_str(), r.dtype.c_str(), r.what.c_str(), r.n,
+                r.median_ms, r.best_ms, r.ratio);
+    std::fflush(stdout);
+}
+
+int run(int argc, char** argv) {
+    int threads = 0;
+    std::string csv;
+    bool quick = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
+        else if (a == "--csv" && i + 1 < argc) csv = argv[++i];
+        else if (a == "--quick") quick = true;
+        else {
+            std::fprintf(stderr, "usage: bench_model [--threads N] [--csv FILE] [--quick]\n");
+            return 2;
+        }
+    }
+    ThreadPool pool(threads);
+    std::fprintf(stderr, "ceilings ...\n");
+    Ceilings ceil;
+    {
+        std::vector<float> big((std::size_t(1) << 30) / sizeof(float));
+        ceil = measure_ceilings(pool, big);
+    }
+    std::printf("threads %d; read %.1f GB/s (1 thread) %.1f GB/s (all); f32 FMA %.1f GFLOP/s (1 thread) %.1f (all)\n",
+                pool.size(), ceil.read_gbs_1, ceil.read_gbs_all, ceil.fma_gflops_1, ceil.fma_gflops_all);
+    std::printf("decode ratio = median / floor, floor = (matrix bytes + KV bytes) / %.1f GB/s; tree ratio = / N=1; "
+                "prefill ratio = %% of %.1f GFLOP/s\n\n",
+                ceil.read_gbs_all, ceil.fma_gflops_all);
+    std::printf("%-8s %-5s %-9s %4s %11s %11s %9s\n", "model", "dtype", "what", "N", "median ms", "best ms", "ratio");
+
+    struct Shape {
+        std::string name;
+        Config cfg;
+    };
+    std::vector<Shape> shapes;
+    if (std::filesystem::exists("models/target/config.json"))
+        shapes.push_back({"demo", load_config("models/target/config.json")});
+    shapes.push_back({"15M", Config{.hidden_size = 288, .intermediate_size = 768, .num_hidden_layers = 6,
+                                    .num_attention_heads = 6, .num_key_value_heads = 6, .vocab_size = 32000,
+                                    .max_position_embeddings = 1024}});
+    shapes.push_back({"110M", Config{.hidden_size = 768, .intermediate_size = 2048, .num_hidden_layers = 12,
+                                     .num_attention_heads = 12, .num_key_value_heads = 12, .vocab_size = 32000,
+                                     .max_position_embeddings = 1024}});
+    std::vector<Row> rows;
+    const auto record = [&](Row r) {
+        print(r);
+        rows.push_back(std::move(r));
+    };
+    const double min_s = quick ? 0.05 : 0.3;
+    for (const Shape& s : shapes) {
+        Config cfg = s.cfg;
+        cfg.max_position_embeddings = std::max(cfg.max_position_embeddings, 1024);
+        std::fprintf(stderr, "%s: random weights ...\n", s.name.c_str());
+        const Weights w = random_weights(cfg, 1, 0.02f);
+        for (WeightFormat fmt : {WeightFormat::kF32, WeightFormat::kBF16}) {
+            const std::string dtype = fmt == WeightFormat::kF32 ? "f32" : "bf16";
+            std::fprintf(stderr, "%s %s ...\n", s.name.c_str(), dtype.c_str());
+            CpuModel model(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool});
+            std::vector<int> context(256);
+            for (int i = 0; i < 256; ++i) context[i] = (i * 37) % cfg.vocab_size;
+            detail::prefill(model, context, 64);
+            // Decode: forward of one node, never committed, so every repetition sees the same cache.
+            const Tree one = Tree::chain(std::vector<int>{5});
+            const double bytes = double(matrix_params(cfg)) * (fmt == WeightFormat::kF32 ? 4 : 2) +
+                                 2.0 * 4 * cfg.num_hidden_layers * 256 * cfg.kv_dim();
+            const double floor_s = bytes / (ceil.read_gbs_all * 1e9);
+            const Timing dec = time_runs([&](int) { model.forward(one, 0); }, 5, min_s);
+            record({s.name, dtype, "decode", 1, 1e3 * dec.median, 1e3 * dec.best, dec.median / floor_s});
+            if (fmt == WeightFormat::kF32 || !quick) {
+                CpuModel ref(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .reference = true});
+                detail::prefill(ref, context, 64);
+                const Timing r = time_runs([&](int) { ref.forward(one, 0); }, 2, min_s);
+                record({s.name, dtype, "reference", 1, 1e3 * r.median, 1e3 * r.best, r.median / floor_s});
+            }
+            // Tree verification, N nodes in one forward.
+            double t1 = dec.median;
+            for (int n : {1, 2, 4, 8, 16, 32, 64}) {
+                const Tree t = random_tree(n, cfg.vocab_size, 7 + n);
+                const Timing tt = time_runs([&](int) { model.forward(t, 0); }, 5, min_s);
+                if (n == 1) t1 = tt.median;
+                record({s.name, dtype, "tree", n, 1e3 * tt.median, 1e3 * tt.best, tt.median / t1});
+            }
+            // Prefill of 512 tokens on an empty cache.
+            model.reset();
+            std::vector<int> prompt(512);
+            for (int i = 0; i < 512; ++i) prompt[i] = (i * 101) % cfg.vocab_size;
+            const Tree chain = Tree::chain(prompt);
+            const Timing pf = time_runs([&](int) { model.forward(chain, 0); }, 2, min_s);
+            const double flops = 2.0 * double(matrix_params(cfg)) * 512 +
+                                 2.0 * 2 * cfg.num_hidden_layers * cfg.hidden_size * (512.0 * 513 / 2);
+            record({s.name, dtype, "prefill", 512, 1e3 * pf.median, 1e3 * pf.best,
+                    100.0 * flops / pf.median / 1e9 / ceil.fma_gflops_all});
+        }
+    }
+    if (!csv.empty()) {
+        std::FILE* f = std::fopen(csv.c_str(), "w");
+        if (!f) throw std::runtime_error("cannot write " + csv);
+        std::fprintf(f, "model,dtype,what,n,median_ms,best_ms,ratio,read_gbs,fma_gflops\n");
+        for (const Row& r : rows)
+            std::fprintf(f, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.2f,%.2f\n", r.model.c_str(), r.dtype.c_str(), r.what.c_str(),
+                         r.n, r.median_ms, r.best_ms, r.ratio, ceil.read_gbs_all, ceil.fma_gflops_all);
+        std::fclose(f);
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "bench_model: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,571 @@
+// specdec/kernels.cuh — the CUDA kernels of the Llama forward, the KV commit, and sampling.
+// SPDX-License-Identifier: MIT
+//
+// Each kernel mirrors a piece of the float32 CPU reference (detail/cpu_model.hpp, detail/sampling.hpp)
+// and is tested against it in tests/cuda/test_cuda.cu. Each comes with a host launcher `launch_*`
+// that picks the grid and checks the launch; the model (detail/cuda_model.cuh) only calls launchers.
+//
+// Shapes: D width, H heads, Hkv kv-heads, hd head dim, F SwiGLU width, V vocab, C cache rows,
+// n rows computed in this forward, N nodes of the tree, T committed tokens, W mask words per node.
+// Dtypes: the residual stream, q, GEMM outputs and logits are fp32; the KV cache, the weights and
+// every GEMM input (normed activations, attention output, SwiGLU output) are bf16.
+//
+// Values that change from one forward to the next (T, N, first) are read from device memory
+// (StepParams), never passed as kernel arguments, so a captured CUDA graph replays with new values.
+//
+// Kernels are `static __global__` or templates (whose host stubs nvcc makes static): this header
+// defines them in every translation unit that includes it, and nvcc rejects `inline __global__`.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "detail/cuda_context.cuh"
+#include "detail/error.hpp"
+#include "detail/philox.hpp"
+
+namespace specdec::kernels {
+
+/// Per-forward values, uploaded with the tokens before the first kernel.
+struct StepParams {
+    int cache_len = 0;  // T: committed rows of the cache
+    int n_tree = 0;     // N: nodes of the tree; rows T..T+N-1 of the cache hold them after this forward
+    int first = 0;      // nodes before `first` were computed by an earlier forward of the same tree
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Block-wide reductions (llm.c's blockReduce): every thread gets the result. blockDim.x is a multiple
+// of 32 and at most 1024.
+
+struct Sum {
+    template <class T>
+    __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct Max {
+    template <class T>
+    __device__ T operator()(T a, T b) const { return a > b ? a : b; }
+};
+struct Min {
+    template <class T>
+    __device__ T operator()(T a, T b) const { return a < b ? a : b; }
+};
+
+template <class T, class Op>
+__device__ T warp_reduce(T v, Op op) {
+    for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op, T identity) {
+    __shared__ T partial[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_reduce(v, op);
+    __syncthreads();  // a previous call may still be reading `partial`
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = lane < static_cast<int>(blockDim.x / 32) ? partial[lane] : identity;
+    return warp_reduce(v, op);
+}
+
+/// Σ term(j) for j in [0, count), each thread striding over j, reduced over the block.
+template <class T, class Term>
+__device__ T block_sum_over(int count, Term term) {
+    T s = 0;
+    for (int j = threadIdx.x; j < count; j += blockDim.x) s += term(j);
+    return block_reduce(s, Sum{}, T(0));
+}
+
+__device__ inline void store(float* p, float v) { *p = v; }
+__device__ inline void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16(v); }
+
+inline void check_launch() { SPECDEC_CUDA_CHECK(cudaGetLastError()); }
+
+// ---------------------------------------------------------------------------------------------------
+// Embedding gather
+
+/// x (n, D) fp32 = embed (V, D) bf16 rows of tokens (n). Widening bf16 is exact.
+static __global__ void embed_rows(float* x, const __nv_bfloat16* embed, const int* tokens, int D) {
+    const int i = blockIdx.x;
+    const __nv_bfloat16* row = embed + static_cast<std::size_t>(tokens[i]) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) x[static_cast<std::size_t>(i) * D + d] = __bfloat162float(row[d]);
+}
+
+inline void launch_embed_rows(cudaStream_t s, float* x, const __nv_bfloat16* embed, const int* tokens, int n, int D) {
+    embed_rows<<<n, 256, 0, s>>>(x, embed, tokens, D);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// RMSNorm
+
+/// out (n, D) = x · rsqrt(mean(x²) + eps) · weight, one block per row. Out is fp32 (a captured hidden
+/// state) or bf16 (the input of the next product).
+template <class Out>
+__global__ void rmsnorm_rows(Out* out, const float* x, const float* weight, int D, float eps) {
+    const float* xr = x + static_cast<std::size_t>(blockIdx.x) * D;
+    const float ss = block_sum_over<float>(D, [&](int d) { return xr[d] * xr[d]; });
+    const float inv = 1.0f / sqrtf(ss / D + eps);
+    Out* o = out + static_cast<std::size_t>(blockIdx.x) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) store(o + d, xr[d] * inv * weight[d]);
+}
+
+template <class Out>
+void launch_rmsnorm(cudaStream_t s, Out* out, const float* x, const float* weight, int n, int D, float eps) {
+    rmsnorm_rows<Out><<<n, 256, 0, s>>>(out, x, weight, D, eps);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// RoPE (HF's rotate-half: dimension j pairs with j + hd/2)
+
+/// cs (n, hd/2, 2) = (cos, sin) of positions (n) · inv_freq (hd/2), in double like the CPU reference,
+/// once per forward: every layer and head reuses the table.
+static __global__ void rope_table(float* cs, const int* positions, const double* inv_freq, int half) {
+    const int i = blockIdx.x;
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
+        const double a = positions[i] * inv_freq[j];
+        cs[(static_cast<std::size_t>(i) * half + j) * 2] = static_cast<float>(cos(a));
+        cs[(static_cast<std::size_t>(i) * half + j) * 2 + 1] = static_cast<float>(sin(a));
+    }
+}
+
+inline void launch_rope_table(cudaStream_t s, float* cs, const int* positions, const double* inv_freq, int n, int hd) {
+    rope_table<<<n, 64, 0, s>>>(cs, positions, inv_freq, hd / 2);
+    check_launch();
+}
+
+/// Rotates q in place in qkv (n, (H + 2·Hkv)·hd) = [q | k | v] per row, and writes rotated k and plain
+/// v as bf16 into cache row T + first + i of k_cache, v_cache (C, Hkv·hd).
+static __global__ void rope_store_kv(float* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache, const float* cs,
+                              const StepParams* params, int H, int Hkv, int hd) {
+    const int i = blockIdx.x, half = hd / 2, kvd = Hkv * hd;
+    float* row = qkv + static_cast<std::size_t>(i) * (H + 2 * Hkv) * hd;
+    const float* c = cs + static_cast<std::size_t>(i) * hd;
+    const std::size_t cache_row = static_cast<std::size_t>(params->cache_len + params->first + i) * kvd;
+    for (int e = threadIdx.x; e < (H + Hkv) * half; e += blockDim.x) {
+        const int h = e / half, j = e % half;  // heads 0..H-1 are q, H..H+Hkv-1 are k
+        const float x0 = row[h * hd + j], x1 = row[h * hd + j + half], cj = c[2 * j], sj = c[2 * j + 1];
+        const float y0 = x0 * cj - x1 * sj, y1 = x1 * cj + x0 * sj;
+        if (h < H) {
+            row[h * hd + j] = y0;
+            row[h * hd + j + half] = y1;
+        } else {
+            k_cache[cache_row + (h - H) * hd + j] = __float2bfloat16(y0);
+            k_cache[cache_row + (h - H) * hd + j + half] = __float2bfloat16(y1);
+        }
+    }
+    for (int e = threadIdx.x; e < kvd; e += blockDim.x) v_cache[cache_row + e] = __float2bfloat16(row[(H + Hkv) * hd + e]);
+}
+
+inline void launch_rope_store_kv(cudaStream_t s, float* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                                 const float* cs, const StepParams* params, int n, int H, int Hkv, int hd) {
+    rope_store_kv<<<n, 128, 0, s>>>(qkv, k_cache, v_cache, cs, params, H, Hkv, hd);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Tree attention, flash-decoding style (Dao et al. 2023, "Flash-Decoding for long-context inference"):
+// the keys 0..T+N-1 (committed rows, then the tree's rows) are split into chunks of `split_keys`; one
+// block per (kv head, chunk, 16 query rows) computes an unnormalised partial softmax·V with its running
+// max and sum, and a second kernel merges the chunks. Query rows are (node, head) pairs of one GQA
+// group, so a K/V tile in shared memory serves every head that reads it and every tree node at once:
+// N = 1 decode and N = 64 verification run the same kernel, the latter re-reading the cache N·G/16
+// times from L2 rather than N·G times.
+// Mask: tree row T + j is visible to node i iff bit j of mask row i is set (its ancestors and itself,
+// derived from parents on the host: detail/tree_mask.hpp); committed rows are visible to all.
+
+struct TreeAttention {
+    __nv_bfloat16* out = nullptr;          // (n, H·hd) normalised attention output
+    float* part_acc = nullptr;             // (n·H, max_splits, hd) Σ exp(s - m)·v per chunk
+    float* part_ml = nullptr;              // (n·H, max_splits, 2) running max m and Σ exp(s - m) per chunk
+    const float* qkv = nullptr;            // (n, (H + 2·Hkv)·hd): q with RoPE at columns h·hd
+    const __nv_bfloat16* k_cache = nullptr;  // (C, Hkv·hd) one layer, RoPE applied
+    const __nv_bfloat16* v_cache = nullptr;  // (C, Hkv·hd)
+    const std::uint32_t* mask = nullptr;   // (n, mask_words)
+    const StepParams* params = nullptr;
+    int n = 0, H = 0, Hkv = 0, hd = 0;
+    int mask_words = 0;  // W
+    int split_keys = 0;  // keys per chunk, a multiple of kAttnTile
+    int max_splits = 0;  // chunks the partial buffers hold: ceil(C / split_keys)
+};
+
+constexpr int kAttnWarps = 4;
+constexpr int kAttnRowsPerWarp = 4;
+constexpr int kAttnRows = kAttnWarps * kAttnRowsPerWarp;  // (node, head) query rows per block
+constexpr int kAttnTile = 32;                              // keys per shared-memory tile: one per lane
+constexpr int kAttnMaxHeadDim = 128;
+
+/// Shared memory of one block: q rows (pre-scaled), a K tile padded to hd + 1 floats per key so lane
+/// j's dot product reads bank (j + d) mod 32, and a V tile.
+inline std::size_t tree_attention_smem(int hd) {
+    return sizeof(float) * (static_cast<std::size_t>(kAttnRows) * hd + kAttnTile * (hd + 1) + kAttnTile * hd);
+}
+
+/// kDimsPerLane = ceil(hd / 32): each lane accumulates output dimensions lane, lane + 32, ...
+template <int kDimsPerLane>
+__global__ void __launch_bounds__(kAttnWarps * 32) tree_attention_partial(TreeAttention a) {
+    extern __shared__ float smem[];
+    const int T = a.params->cache_len, N = a.params->n_tree;
+    const int G = a.H / a.Hkv, g = blockIdx.x, split = blockIdx.y;
+    const int key_begin = split * a.split_keys, key_end = min(key_begin + a.split_keys, T + N);
+    const int row0 = blockIdx.z * kAttnRows, rows = min(kAttnRows, a.n * G - row0);
+    if (key_begin >= key_end || rows <= 0) return;  // graph replays launch chunks for the whole capacity
+
+    const int hd = a.hd, kvd = a.Hkv * hd, qkv_stride = (a.H + 2 * a.Hkv) * hd;
+    float* q_s = smem;                        // (kAttnRows, hd)
+    float* k_s = q_s + kAttnRows * hd;        // (kAttnTile, hd + 1)
+    float* v_s = k_s + kAttnTile * (hd + 1);  // (kAttnTile, hd)
+    const float scale = 1.0f / sqrtf(static_cast<float>(hd));
+    for (int e = threadIdx.x; e < rows * hd; e += blockDim.x) {
+        const int r = e / hd, d = e % hd, flat = row0 + r, i = flat / G, h = g * G + flat % G;
+        q_s[e] = a.qkv[static_cast<std::size_t>(i) * qkv_stride + h * hd + d] * scale;
+    }
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float m[kAttnRowsPerWarp], l[kAttnRowsPerWarp], acc[kAttnRowsPerWarp][kDimsPerLane];
+#pragma unroll
+    for (int j = 0; j < kAttnRowsPerWarp; ++j) {
+        m[j] = -INFINITY;
+        l[j] = 0.0f;
+#pragma unroll
+        for (int t = 0; t < kDimsPerLane; ++t) acc[j][t] = 0.0f;
+    }
+
+    for (int t0 = key_begin; t0 < key_end; t0 += kAttnTile) {
+        __syncthreads();  // q_s is written (first tile) and the previous tile is consumed
+        for (int e = threadIdx.x; e < kAttnTile * hd; e += blockDim.x) {
+            const int kk = e / hd, d = e % hd, key = t0 + kk;
+            const bool in = key < key_end;
+            const std::size_t at = static_cast<std::size_t>(key) * kvd + g * hd + d;
+            k_s[kk * (hd + 1) + d] = in ? __bfloat162float(a.k_cache[at]) : 0.0f;
+            v_s[kk * hd + d] = in ? __bfloat162float(a.v_cache[at]) : 0.0f;
+        }
+        __syncthreads();
+        const int key = t0 + lane;
+#pragma unroll
+        for (int j = 0; j < kAttnRowsPerWarp; ++j) {
+            const int r = warp * kAttnRowsPerWarp + j;
+            if (r >= rows) break;  // uniform across the warp
+            const int node = (row0 + r) / G;
+            const std::uint32_t* mask = a.mask + static_cast<std::size_t>(node) * a.mask_words;
+            const bool visible = key < key_end && (key < T || ((mask[(key - T) / 32] >> ((key - T) % 32)) & 1u));
+            float s = -INFINITY;
+            if (visible) {
+                s = 0.0f;
+                for (int d = 0; d < hd; ++d) s += q_s[r * hd + d] * k_s[lane * (hd + 1) + d];
+            }
+            const float m_new = fmaxf(m[j], warp_reduce(s, Max{}));
+            if (m_new == -INFINITY) continue;  // nothing visible to this row yet
+            const float correction = expf(m[j] - m_new), p = visible ? expf(s - m_new) : 0.0f;
+            l[j] = l[j] * correction + warp_reduce(p, Sum{});
+#pragma unroll
+            for (int t = 0; t < kDimsPerLane; ++t) acc[j][t] *= correction;
+            for (int kk = 0; kk < kAttnTile; ++kk) {
+                const float pk = __shfl_sync(0xffffffffu, p, kk);
+#pragma unroll
+                for (int t = 0; t < kDimsPerLane; ++t)
+                    if (lane + 32 * t < hd) acc[j][t] += pk * v_s[kk * hd + lane + 32 * t];
+            }
+            m[j] = m_new;
+        }
+    }
+
+#pragma unroll
+    for (int j = 0; j < kAttnRowsPerWarp; ++j) {
+        const int r = warp * kAttnRowsPerWarp + j;
+        if (r >= rows) break;
+        const int flat = row0 + r, i = flat / G, h = g * G + flat % G;
+        const std::size_t slot = (static_cast<std::size_t>(i) * a.H + h) * a.max_splits + split;
+        if (lane == 0) {
+            a.part_ml[slot * 2] = m[j];
+            a.part_ml[slot * 2 + 1] = l[j];
+        }
+#pragma unroll
+        for (int t = 0; t < kDimsPerLane; ++t)
+            if (lane + 32 * t < hd) a.part_acc[slot * hd + lane + 32 * t] = acc[j][t];
+    }
+}
+
+/// Merges the chunks of one (node, head): out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s.
+/// M is finite: every node sees itself.
+static __global__ void tree_attention_merge(TreeAttention a) {
+    const int row = blockIdx.x;  // i·H + h
+    const int splits = (a.params->cache_len + a.params->n_tree + a.split_keys - 1) / a.split_keys;
+    const float* ml = a.part_ml + static_cast<std::size_t>(row) * a.max_splits * 2;
+    const float* acc = a.part_acc + static_cast<std::size_t>(row) * a.max_splits * a.hd;
+    float M = -INFINITY;
+    for (int s = 0; s < splits; ++s) M = fmaxf(M, ml[2 * s]);
+    float L = 0.0f;
+    for (int s = 0; s < splits; ++s) L += expf(ml[2 * s] - M) * ml[2 * s + 1];
+    for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < splits; ++s) o += expf(ml[2 * s] - M) * acc[static_cast<std::size_t>(s) * a.hd + d];
+        a.out[static_cast<std::size_t>(row) * a.hd + d] = __float2bfloat16(o / L);
+    }
+}
+
+/// `splits` chunks are launched: ceil((T + N) / split_keys) when T is known on the host, max_splits
+/// inside a CUDA graph (the extra blocks return at once).
+inline void launch_tree_attention(cudaStream_t s, const TreeAttention& a, int splits) {
+    detail::require(a.hd <= kAttnMaxHeadDim && a.hd % 2 == 0, "cuda.attention", [&] {
+        return "head_dim " + std::to_string(a.hd) + " is not supported (even values up to " +
+               std::to_string(kAttnMaxHeadDim) + ")";
+    });
+    detail::require(a.split_keys > 0 && a.split_keys % kAttnTile == 0 && splits >= 1 && splits <= a.max_splits,
+                    "cuda.attention", [&] {
+                        return "split_keys " + std::to_string(a.split_keys) + " must be a positive multiple of " +
+                               std::to_string(kAttnTile) + " and splits " + std::to_string(splits) + " within [1, " +
+                               std::to_string(a.max_splits) + "]";
+                    });
+    const int G = a.H / a.Hkv;
+    const dim3 grid(a.Hkv, splits, (a.n * G + kAttnRows - 1) / kAttnRows);
+    const std::size_t smem = tree_attention_smem(a.hd);
+    if (a.hd <= 32) tree_attention_partial<1><<<grid, kAttnWarps * 32, smem, s>>>(a);
+    else if (a.hd <= 64) tree_attention_partial<2><<<grid, kAttnWarps * 32, smem, s>>>(a);
+    else tree_attention_partial<4><<<grid, kAttnWarps * 32, smem, s>>>(a);
+    check_launch();
+    tree_attention_merge<<<a.n * a.H, 64, 0, s>>>(a);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// SwiGLU
+
+/// act (n, F) bf16 = silu(gate) · up, with gate_up (n, 2F) = [gate | up] per row.
+static __global__ void swiglu(__nv_bfloat16* act, const float* gate_up, int n, int F) {
+    const std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= static_cast<std::size_t>(n) * F) return;
+    const std::size_t i = e / F, j = e % F;
+    const float g = gate_up[i * 2 * F + j], u = gate_up[i * 2 * F + F + j];
+    act[e] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+}
+
+inline void launch_swiglu(cudaStream_t s, __nv_bfloat16* act, const float* gate_up, int n, int F) {
+    const std::size_t count = static_cast<std::size_t>(n) * F;
+    swiglu<<<static_cast<unsigned>((count + 255) / 256), 256, 0, s>>>(act, gate_up, n, F);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// KV gather for commit(path)
+
+constexpr int kCommitChunk = 64;  // path entries per launch: they travel as a kernel argument
+
+/// Entries [first_entry, first_entry + count) of an accepted path.
+struct PathChunk {
+    int first_entry = 0;
+    int count = 0;
+    int node[kCommitChunk] = {};  // tree node of each entry
+};
+
+/// For every layer, K and V: cache row T + entry ← row T + node, in entry order. One thread per
+/// column walks the entries in order, which is the CPU's in-order move: sources never precede their
+/// destinations (node ≥ entry, increasing), so no row is overwritten before it is read.
+static __global__ void gather_kv_rows(__nv_bfloat16* k_cache, __nv_bfloat16* v_cache, std::size_t layer_stride, int layers,
+                               int kvd, int cache_len, PathChunk chunk) {
+    const std::size_t e = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (e >= static_cast<std::size_t>(layers) * 2 * kvd) return;
+    const std::size_t col = e % kvd, layer = e / kvd / 2;
+    __nv_bfloat16* cache = ((e / kvd) % 2 == 0 ? k_cache : v_cache) + layer * layer_stride + col;
+    for (int j = 0; j < chunk.count; ++j) {
+        const int dst = chunk.first_entry + j, src = chunk.node[j];
+        if (src != dst)
+            cache[static_cast<std::size_t>(cache_len + dst) * kvd] = cache[static_cast<std::size_t>(cache_len + src) * kvd];
+    }
+}
+
+inline void launch_gather_kv_rows(cudaStream_t s, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                                  std::size_t layer_stride, int layers, int kvd, int cache_len, const PathChunk& chunk) {
+    const std::size_t threads = static_cast<std::size_t>(layers) * 2 * kvd;
+    gather_kv_rows<<<static_cast<unsigned>((threads + 255) / 256), 256, 0, s>>>(k_cache, v_cache, layer_stride, layers,
+                                                                                 kvd, cache_len, chunk);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sampling: argmax, processed probabilities (temperature, top-k, top-p), inverse-CDF draws.
+// One block per row. These are not yet on the decode path (acceptance runs on the host); they exist so
+// device-side acceptance can follow, and are checked against detail/sampling.hpp.
+
+constexpr int kRowThreads = 1024;
+
+/// Index of the largest value; ties to the lowest index (detail/sampling.hpp's argmax).
+__device__ inline int block_argmax(const float* row, int V) {
+    float best = -INFINITY;
+    int at = INT_MAX;
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        if (row[j] > best || (row[j] == best && j < at)) {
+            best = row[j];
+            at = j;
+        }
+    const float top = block_reduce(best, Max{}, -INFINITY);
+    const int index = block_reduce(best == top ? at : INT_MAX, Min{}, INT_MAX);
+    return index == INT_MAX ? 0 : index;
+}
+
+/// out (n) = argmax of each logits row (n, V).
+static __global__ void argmax_rows(int* out, const float* logits, int V) {
+    const int index = block_argmax(logits + static_cast<std::size_t>(blockIdx.x) * V, V);
+    if (threadIdx.x == 0) out[blockIdx.x] = index;
+}
+
+inline void launch_argmax_rows(cudaStream_t s, int* out, const float* logits, int n, int V) {
+    argmax_rows<<<n, kRowThreads, 0, s>>>(out, logits, V);
+    check_launch();
+}
+
+/// A prefix of the ranking by (probability desc, index asc): token j is in it iff its probability's
+/// bits exceed `bits`, or equal them with j ≤ `index`. Probabilities are ≥ 0, so their IEEE bit
+/// patterns order like the values and ties are broken exactly as the CPU's stable rank breaks them.
+struct RankPrefix {
+    unsigned bits = 0;
+    int index = INT_MAX;  // {0, INT_MAX}: every token
+    __device__ bool contains(float p, int j) const {
+        const unsigned b = __float_as_uint(p);
+        return b > bits || (b == bits && j <= index);
+    }
+};
+
+/// The shortest prefix of `within` whose weight reaches `goal`: weight(j) = 1 gives top-k (goal k),
+/// weight(j) = p_j gives top-p (goal top_p · mass). Found by fixing the threshold's bits from the top
+/// (32 block sums), then the tie index by bisection (log2 V sums): a radix select that needs no sort.
+template <class T, class Weight>
+__device__ inline RankPrefix shortest_prefix(const float* p, int V, RankPrefix within, Weight weight, T goal) {
+    unsigned t = 0;  // invariant: weight(within ∧ bits ≥ t) ≥ goal
+    for (int b = 31; b >= 0; --b) {
+        const unsigned c = t | (1u << b);
+        const T s = block_sum_over<T>(V, [&](int j) {
+            return within.contains(p[j], j) && __float_as_uint(p[j]) >= c ? weight(j) : T(0);
+        });
+        if (s >= goal) t = c;
+    }
+    const T above = block_sum_over<T>(V, [&](int j) {
+        return within.contains(p[j], j) && __float_as_uint(p[j]) > t ? weight(j) : T(0);
+    });
+    int lo = 0, hi = V - 1;  // the smallest tie index that reaches the goal
+    while (lo < hi) {
+        const int mid = lo + (hi - lo) / 2;
+        const T s = above + block_sum_over<T>(V, [&](int j) {
+            return within.contains(p[j], j) && __float_as_uint(p[j]) == t && j <= mid ? weight(j) : T(0);
+        });
+        if (s >= goal) hi = mid;
+        else lo = mid + 1;
+    }
+    return {t, lo};
+}
+
+/// probs (n, V) = detail::processed_probs of logits (n, V): one-hot argmax when temperature is 0,
+/// else softmax(logits / temperature) cut to top-k, then to the top-p nucleus of what top-k kept,
+/// renormalised. Sums are in double like the CPU's. Cost: about 100 passes over the row when cutting.
+static __global__ void processed_probs_rows(float* probs, const float* logits, int V, float temperature, int top_k, float top_p) {
+    const float* in = logits + static_cast<std::size_t>(blockIdx.x) * V;
+    float* p = probs + static_cast<std::size_t>(blockIdx.x) * V;
+    if (temperature == 0.0f) {
+        const int best = block_argmax(in, V);
+        for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] = j == best ? 1.0f : 0.0f;
+        return;
+    }
+    float mx = -INFINITY;
+    for (int j = threadIdx.x; j < V; j += blockDim.x) mx = fmaxf(mx, in[j]);
+    mx = block_reduce(mx, Max{}, -INFINITY);
+    for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] = expf((in[j] - mx) / temperature);
+    __syncthreads();
+    const float inv = static_cast<float>(1.0 / block_sum_over<double>(V, [&](int j) { return double(p[j]); }));
+    for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] *= inv;
+    __syncthreads();
+    const bool cut_k = top_k > 0 && top_k < V;
+    if (!cut_k && top_p >= 1.0f) return;
+
+    RankPrefix keep;
+    if (cut_k) keep = shortest_prefix<int>(p, V, keep, [](int) { return 1; }, top_k);
+    if (top_p < 1.0f) {
+        const double mass = block_sum_over<double>(V, [&](int j) { return keep.contains(p[j], j) ? double(p[j]) : 0.0; });
+        const RankPrefix nucleus = shortest_prefix<double>(p, V, keep, [&](int j) { return double(p[j]); },
+                                                           double(top_p) * mass);
+        keep = nucleus;  // a prefix of a prefix: the shorter one
+    }
+    const double kept = block_sum_over<double>(V, [&](int j) { return keep.contains(p[j], j) ? double(p[j]) : 0.0; });
+    const float scale = static_cast<float>(1.0 / kept);
+    __syncthreads();  // every thread has read p for the sums above
+    for (int j = threadIdx.x; j < V; j += blockDim.x) p[j] = keep.contains(p[j], j) ? p[j] * scale : 0.0f;
+}
+
+inline void launch_processed_probs(cudaStream_t s, float* probs, const float* logits, int n, int V, float temperature,
+                                   int top_k, float top_p) {
+    processed_probs_rows<<<n, kRowThreads, 0, s>>>(probs, logits, V, temperature, top_k, top_p);
+    check_launch();
+}
+
+/// Inclusive prefix sum over the block in thread order; `total` receives the block's sum.
+__device__ inline double block_inclusive_scan(double v, double* total) {
+    __shared__ double warp_sums[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int offset = 1; offset < 32; offset *= 2) {
+        const double y = __shfl_up_sync(0xffffffffu, v, offset);
+        if (lane >= offset) v += y;
+    }
+    __syncthreads();  // a previous call may still be reading warp_sums
+    if (lane == 31) warp_sums[warp] = v;
+    __syncthreads();
+    double before = 0.0, all = 0.0;
+    for (int w = 0; w < warps; ++w) {
+        if (w < warp) before += warp_sums[w];
+        all += warp_sums[w];
+    }
+    *total = all;
+    return before + v;
+}
+
+/// Which uniform a row draws: StepRng{seed, step, stream}.uniform(first_node + row, coin).
+struct Coins {
+    std::uint64_t seed = 0;
+    std::uint32_t step = 0;
+    std::uint32_t stream = 0;  // an RngStream value
+    std::uint32_t first_node = 0;
+    std::uint32_t coin = 0;
+};
+
+/// out (n) = detail::sample_index of each probs row (n, V) with the row's uniform u: the first
+/// nonzero token whose cumulative mass exceeds u · total (walked in index order, in double), else the
+/// last nonzero one; -1 for an all-zero row (where the CPU throws).
+static __global__ void sample_rows(int* out, const float* probs, int V, Coins coins) {
+    const float* p = probs + static_cast<std::size_t>(blockIdx.x) * V;
+    const double total = block_sum_over<double>(V, [&](int j) { return double(p[j]); });
+    if (!(total > 0.0)) {
+        if (threadIdx.x == 0) out[blockIdx.x] = -1;
+        return;
+    }
+    const float u = detail::philox_uniform(coins.seed, coins.step, coins.stream, coins.first_node + blockIdx.x, coins.coin);
+    const double target = u * total;
+    double carry = 0.0;
+    for (int base = 0; base < V; base += blockDim.x) {
+        const int j = base + threadIdx.x;
+        const double pj = j < V && p[j] > 0.0f ? double(p[j]) : 0.0;
+        double chunk = 0.0;
+        const double cum = carry + block_inclusive_scan(pj, &chunk);
+        const int hit = block_reduce(pj > 0.0 && target < cum ? j : INT_MAX, Min{}, INT_MAX);
+        if (hit != INT_MAX) {
+            if (threadIdx.x == 0) out[blockIdx.x] = hit;
+            return;
+        }
+        carry += chunk;
+    }
+    int last = -1;  // u · total rounded up to the full mass
+    for (int j = threadIdx.x; j < V; j += blockDim.x)
+        if (p[j] > 0.0f) last = j;
+    last = block_reduce(last, Max{}, -1);
+    if (threadIdx.x == 0) out[blockIdx.x] = last;
+}
+
+inline void launch_sample_rows(cudaStream_t s, int* out, const float* probs, int n, int V, const Coins& coins) {
+    sample_rows<<<n, kRowThreads, 0, s>>>(out, probs, V, coins);
+    check_launch();
+}
+
+}  // namespace specdec::kernels
