@@ -102,10 +102,12 @@ public:
         if (opt_.terminal) out_ << '\n' << std::flush;
     }
 
-private:
+    /// Seconds since the line was created.
     double seconds_since_start() const {
         return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     }
+
+private:
 
     void write() {
         const std::string line = format_progress(last_, opt_.unit);

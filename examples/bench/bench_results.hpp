@@ -1,0 +1,88 @@
+// examples/bench/bench_results.hpp — what one run of specdec_bench measured: the harness fills it, the
+// table, CSV, JSON and HTML writers read it.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "methods.hpp"
+#include "specdec.hpp"
+
+namespace specdec::bench {
+
+/// A median over repeats with the range it came from (lo = min, hi = max).
+struct Spread {
+    double median = NAN, lo = NAN, hi = NAN;
+};
+
+inline Spread spread_of(std::vector<double> v) {
+    if (v.empty()) return {};
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    const double median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return {median, v.front(), v.back()};
+}
+
+inline double median_of(std::vector<double> v) { return spread_of(std::move(v)).median; }
+
+/// One method at one temperature, pooled over every prompt and repeat.
+struct MethodResult {
+    MethodSpec spec;
+    float temperature = 0;
+    Summary summary;              // tau and the alphas as ratios of sums over all steps; times summed
+    Spread tokens_per_s;          // per repeat: new tokens of all prompts / their walltime
+    Spread speedup;               // per repeat: autoregressive walltime / this method's walltime
+    double target_call_s = NAN;   // median seconds of one target forward of the autoregressive baseline (1 token)
+    double verify_s = NAN;        // median seconds of this method's verification (one target forward over its tree)
+    double draft_call_s = NAN;    // median seconds of one drafter forward (a step's draft time / its calls)
+    double swi_params = NAN;      // standardized walltime improvement, cost = matrix parameters per forward
+    double swi_measured = NAN;    // the same with measured seconds as costs: target_call_s and draft_call_s
+    double expected_speedup = NAN;  // chains: (1 - a^(g+1)) / ((1 - a)(g c + 1)), a = alpha_token,
+                                    // c = draft_call_s / target_call_s
+    std::vector<long> tau_hist;   // [k]: steps that yielded k tokens (accepted drafts + bonus), k >= 1
+    bool exact_check = false;     // greedy: outputs compared token for token with autoregressive
+    int n_compared = 0;           // prompts compared (over all repeats)
+    int n_mismatched = 0;         // prompts whose output differed from autoregressive in any repeat
+};
+
+/// A stretch of decoded text and the depth of the draft it came from (0 = the target's own token).
+/// A piece is one token, or several when a character's UTF-8 bytes span tokens.
+struct Piece {
+    std::string text;  // UTF-8, except bytes that never formed a character (the report spells them out)
+    int depth = 0;
+    int n_tokens = 1;
+};
+
+/// One prompt as every method continued it, for the coloured case-study view (GLIDE, §5 case study).
+struct CaseStudy {
+    std::string prompt_id, kind, prompt_text;
+    float temperature = 0;
+    std::vector<std::string> methods;          // method names, one per row of pieces
+    std::vector<std::vector<Piece>> outputs;   // (methods, pieces)
+};
+
+struct ModelInfo {
+    std::string name;      // folder name under --models
+    Config config;
+    long matrix_params = 0;  // parameters read per forward: every layer matrix + the LM head
+};
+
+struct Results {
+    std::string command;              // how this run was started
+    std::string machine;              // CPU model and cores
+    std::string started;              // local date and time
+    int threads = 1;
+    std::string weights = "float32 in ordinary memory";
+    std::vector<ModelInfo> models;    // target first
+    int n_prompts = 0, max_new = 0, repeats = 0;
+    std::uint64_t seed = 0;
+    std::vector<float> temperatures;
+    std::vector<MethodResult> rows;   // temperature-major, methods in file order
+    std::vector<CaseStudy> cases;
+};
+
+}  // namespace specdec::bench

@@ -1,0 +1,631 @@
+// specdec_bench — every method side by side: same prompts, same output length, same machine, losslessness checked.
+//
+// For each temperature, each repeat, each prompt, every method of methods.json runs in turn
+// (interleaved, so drift in the machine's speed hits all methods alike), with the same seed per
+// (prompt, repeat) for all of them. Outputs are exactly --max-new tokens (EOS does not stop them), so
+// every method produces the same amount of text. Models are loaded into ordinary memory (float32) and
+// each method runs one untimed warm-up generation per temperature before timing.
+//
+// Per method and temperature it reports tau, the three acceptance rates of the papers, tokens/s and
+// speedup over autoregressive (median over repeats, min–max beside), the standardized walltime
+// improvement with parameter counts and with measured per-call times as costs, the analytic expected
+// speedup for chains, the draft share of time, and losslessness: at T = 0 every output must equal the
+// autoregressive one token for token; at T > 0 the check is a distribution test that belongs to the
+// test suite (tests/test_lossless_sampling.cpp), not to 20 prompts.
+//
+// Build and run:
+//   cmake --build build --target specdec_bench && ./build/specdec_bench
+//   (by hand: g++ -std=c++20 -O2 -I. examples/bench/specdec_bench.cpp -o specdec_bench -pthread)
+// Writes build/bench/table.csv, table.json and report.html; prints the table; progress on stderr.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "bench_results.hpp"
+#include "methods.hpp"
+#include "report_html.hpp"
+#include "specdec.hpp"
+
+using namespace specdec;
+using namespace specdec::bench;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- command line ------------------------------------------------------------------------------------
+
+struct Args {
+    fs::path methods = "examples/bench/methods.json";
+    fs::path models = "models";
+    fs::path prompts = "data/prompts.jsonl";
+    int n_prompts = 20;          // taken evenly across kinds
+    int max_new = 64;            // new tokens per generation, exactly
+    int repeats = 3;
+    int threads = 0;             // 0 = every core
+    std::vector<float> temperatures{0.0f, 1.0f};
+    fs::path out = "build/bench";
+    std::uint64_t seed = 1;
+};
+
+constexpr const char* kUsage =
+    "usage: specdec_bench [--methods FILE] [--models DIR] [--prompts FILE] [--n-prompts N] [--max-new N]\n"
+    "                     [--repeats R] [--threads N] [--temperatures 0,1] [--out DIR] [--seed S]\n";
+
+int to_int(const std::string& flag, const std::string& v, int lo) {
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (v.empty() || *end != '\0' || n < lo || n > 1'000'000)
+        detail::fail("bench", "argument " + flag + " = '" + v + "': expected an integer >= " + std::to_string(lo));
+    return static_cast<int>(n);
+}
+
+std::vector<float> to_temperatures(const std::string& v) {
+    std::vector<float> out;
+    std::stringstream ss(v);
+    for (std::string item; std::getline(ss, item, ',');) {
+        char* end = nullptr;
+        const float t = std::strtof(item.c_str(), &end);
+        if (item.empty() || *end != '\0' || !(t >= 0.0f) || !std::isfinite(t))
+            detail::fail("bench", "argument --temperatures = '" + v + "': '" + item + "' is not a temperature >= 0");
+        out.push_back(t);
+    }
+    if (out.empty()) detail::fail("bench", "argument --temperatures is empty; e.g. --temperatures 0,1");
+    return out;
+}
+
+Args parse_args(int argc, char** argv) {
+    Args a;
+    for (int i = 1; i < argc; ++i) {
+        const std::string flag = argv[i];
+        if (flag == "--help" || flag == "-h") {
+            std::fputs(kUsage, stdout);
+            std::exit(0);
+        }
+        if (i + 1 >= argc) detail::fail("bench", "argument " + flag + " needs a value\n" + kUsage);
+        const std::string v = argv[++i];
+        if (flag == "--methods") a.methods = v;
+        else if (flag == "--models") a.models = v;
+        else if (flag == "--prompts") a.prompts = v;
+        else if (flag == "--n-prompts") a.n_prompts = to_int(flag, v, 1);
+        else if (flag == "--max-new") a.max_new = to_int(flag, v, 1);
+        else if (flag == "--repeats") a.repeats = to_int(flag, v, 1);
+        else if (flag == "--threads") a.threads = to_int(flag, v, 0);
+        else if (flag == "--temperatures") a.temperatures = to_temperatures(v);
+        else if (flag == "--out") a.out = v;
+        else if (flag == "--seed") a.seed = static_cast<std::uint64_t>(to_int(flag, v, 0));
+        else detail::fail("bench", "unknown argument '" + flag + "'\n" + kUsage);
+    }
+    return a;
+}
+
+// ---- prompts -----------------------------------------------------------------------------------------
+
+struct Prompt {
+    std::string id, kind, text;
+    std::vector<int> tokens;
+};
+
+/// Reads prompts.jsonl ({"id", "kind", "text"} per line) and takes `n` of them round-robin over the
+/// kinds in order of first appearance, so each kind is equally represented (±1).
+std::vector<Prompt> load_prompts(const fs::path& path, int n, const Tokenizer& tok) {
+    std::ifstream in(path);
+    detail::require(static_cast<bool>(in), "bench", [&] { return path.string() + ": cannot open the prompts file"; });
+    std::vector<std::string> kinds;
+    std::map<std::string, std::vector<Prompt>> by_kind;
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const json::Value v = json::parse(line, path.string() + ":" + std::to_string(line_no));
+        Prompt p{v.at("id").as_string(), v.at("kind").as_string(), v.at("text").as_string(), {}};
+        p.tokens = tok.encode(p.text);
+        detail::require(!p.tokens.empty(), "bench", [&] { return path.string() + ":" + std::to_string(line_no) + ": prompt '" + p.id + "' encodes to no tokens"; });
+        if (!by_kind.count(p.kind)) kinds.push_back(p.kind);
+        by_kind[p.kind].push_back(std::move(p));
+    }
+    std::vector<Prompt> out;
+    for (std::size_t round = 0; static_cast<int>(out.size()) < n; ++round) {
+        bool any = false;
+        for (const std::string& k : kinds)
+            if (round < by_kind[k].size() && static_cast<int>(out.size()) < n) {
+                out.push_back(by_kind[k][round]);
+                any = true;
+            }
+        if (!any) break;
+    }
+    detail::require(static_cast<int>(out.size()) == n, "bench", [&] {
+        return path.string() + ": --n-prompts " + std::to_string(n) + " asked, the file has " + std::to_string(out.size());
+    });
+    return out;
+}
+
+// ---- models ------------------------------------------------------------------------------------------
+
+/// Parameters read per forward: every layer matrix and the LM head (the embedding is gathered, not read).
+long matrix_params(const Config& c) {
+    const long D = c.hidden_size, F = c.intermediate_size, q = long(c.num_attention_heads) * c.head_dim();
+    return c.num_hidden_layers * (q * D + 2L * c.kv_dim() * D + D * q + 3 * F * D) + long(c.vocab_size) * D;
+}
+
+struct Models {
+    std::unique_ptr<CpuModel> target;
+    std::map<std::string, std::unique_ptr<CpuModel>> drafters;
+    std::vector<ModelInfo> info;  // target first
+};
+
+/// load_checkpoint reads every tensor into heap vectors (not a file mapping): the measured memory is
+/// ordinary memory, and the warm-up generations touch every page before timing.
+Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, ThreadPool& pool, int max_tree_nodes) {
+    const ModelOptions opt{.max_tree_nodes = max_tree_nodes, .pool = &pool};
+    Models m;
+    const auto load = [&](const std::string& name, const std::string& why) {
+        if (!fs::exists(dir / name / "config.json"))
+            detail::fail("bench", (dir / name).string() + ": no model here (no config.json), needed " + why +
+                                      "; hint: scripts/train_models.sh trains the demo models, --models DIR reads others");
+        Checkpoint ck = load_checkpoint(dir / name);
+        m.info.push_back({name, ck.config, matrix_params(ck.config)});
+        return std::make_unique<CpuModel>(ck.config, std::move(ck.weights), opt);
+    };
+    m.target = load("target", "as the target of every method");
+    for (const MethodSpec& s : methods)
+        if (!s.drafter.empty() && !m.drafters.count(s.drafter)) {
+            m.drafters[s.drafter] = load(s.drafter, "as the drafter of method '" + s.name + "'");
+            detail::require(m.drafters[s.drafter]->vocab_size() == m.target->vocab_size(), "bench", [&] {
+                return (dir / s.drafter).string() + ": vocab_size " + std::to_string(m.drafters[s.drafter]->vocab_size()) +
+                       " differs from the target's " + std::to_string(m.target->vocab_size()) + " (method '" + s.name + "')";
+            });
+        }
+    return m;
+}
+
+Tokenizer load_tokenizer(const fs::path& models) {
+    const fs::path own = models / "target" / "tokenizer.json";
+    return Tokenizer::load(fs::exists(own) ? own : models / "tokenizer.json");
+}
+
+// ---- the methods: each a composition of policies -------------------------------------------------------
+
+Generation run_autoregressive(CpuModel& target, std::span<const int> prompt, const GenerateOptions& opts) {
+    return autoregressive_generate(target, prompt, opts);
+}
+
+/// Vanilla SD: greedy match at T = 0, speculative sampling (Leviathan et al. 2023, Alg. 1) at T > 0.
+Generation run_chain(const MethodSpec& m, CpuModel& target, CpuModel& drafter, std::span<const int> prompt,
+                     const GenerateOptions& opts) {
+    ModelProposer proposer(drafter);
+    Chain builder{.gamma = m.gamma};
+    TreeVerifier verifier;
+    if (opts.sampling.greedy()) {
+        GreedyMatch acceptor;
+        return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+    }
+    SpeculativeSampling acceptor;
+    return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+}
+
+/// A k-ary tree: greedy match at T = 0; at T > 0 multi-draft sampling for sampled siblings (SpecInfer,
+/// MCSD), sample-and-match for top-k siblings (which MultiDraftSampling refuses: q is not their law).
+Generation run_tree(const MethodSpec& m, CpuModel& target, CpuModel& drafter, std::span<const int> prompt,
+                    const GenerateOptions& opts) {
+    ModelProposer proposer(drafter);
+    KAryTree builder{.k_config = m.k_config, .draw = m.draw};
+    TreeVerifier verifier;
+    if (opts.sampling.greedy()) {
+        GreedyMatch acceptor;
+        return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+    }
+    if (m.draw == DrawPolicy::kTopK) {
+        SampleAndMatch acceptor;
+        return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+    }
+    MultiDraftSampling acceptor;
+    return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+}
+
+Generation run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+    switch (m.kind) {
+        case MethodKind::kAutoregressive: return run_autoregressive(*models.target, prompt, opts);
+        case MethodKind::kChain: return run_chain(m, *models.target, *models.drafters.at(m.drafter), prompt, opts);
+        case MethodKind::kTree: return run_tree(m, *models.target, *models.drafters.at(m.drafter), prompt, opts);
+    }
+    detail::fail("bench", "unhandled method kind");
+}
+
+// ---- measuring ---------------------------------------------------------------------------------------
+
+/// Everything one (method, temperature) cell collects while the runs go.
+struct Accumulator {
+    Generation pooled;                 // tokens and steps of every timed generation, concatenated
+    std::vector<double> seconds;       // per repeat: walltime of all prompts
+    std::vector<long> tokens;          // per repeat: new tokens of all prompts
+    std::vector<std::vector<int>> outputs;  // (repeats * prompts): for the exact check against autoregressive
+    std::vector<Generation> first_repeat;   // (prompts): repeat 0, for the case studies
+};
+
+MethodResult finish(const MethodSpec& spec, float temperature, const Accumulator& a, const Accumulator& baseline,
+                    const Models& models, int n_prompts) {
+    MethodResult r;
+    r.spec = spec;
+    r.temperature = temperature;
+    r.summary = summarize(a.pooled);
+    std::vector<double> rate, speedup;
+    for (std::size_t i = 0; i < a.seconds.size(); ++i) {
+        rate.push_back(a.tokens[i] / a.seconds[i]);
+        speedup.push_back(baseline.seconds[i] / a.seconds[i]);
+    }
+    r.tokens_per_s = spread_of(rate);
+    r.speedup = spread_of(speedup);
+
+    std::vector<double> verify, draft, single;
+    for (const StepRecord& s : a.pooled.steps) {
+        verify.push_back(s.t_verify);
+        if (s.n_draft_calls > 0) draft.push_back(s.t_draft / s.n_draft_calls);
+        const int k = s.n_accepted + 1;
+        if (static_cast<int>(r.tau_hist.size()) <= k) r.tau_hist.resize(k + 1, 0);
+        ++r.tau_hist[k];
+    }
+    for (const StepRecord& s : baseline.pooled.steps) single.push_back(s.t_verify);
+    // SWI and the expected speedup price every target call alike (CS Drafting §5; Leviathan et al.
+    // §3.5): at the autoregressive baseline's one-token forward. What a wide tree's verification
+    // costs beyond that shows up as the gap between them and the measured speedup.
+    r.target_call_s = median_of(single);
+    r.verify_s = median_of(verify);
+    const long target_params = models.info.front().matrix_params;
+    long draft_params = 0;
+    for (const ModelInfo& m : models.info)
+        if (m.name == spec.drafter) draft_params = m.matrix_params;
+    const Summary& s = r.summary;
+    r.swi_params = standardized_walltime_improvement(s.n_tokens, s.n_target_calls, s.n_draft_calls, target_params, draft_params);
+    if (spec.kind == MethodKind::kAutoregressive) {
+        r.swi_measured = 1.0;
+    } else {
+        r.draft_call_s = median_of(draft);
+        r.swi_measured = standardized_walltime_improvement(s.n_tokens, s.n_target_calls, s.n_draft_calls, r.target_call_s,
+                                                           r.draft_call_s);
+    }
+    if (spec.kind == MethodKind::kChain)
+        r.expected_speedup = expected_speedup(s.alpha_token, spec.gamma, r.draft_call_s / r.target_call_s);
+
+    r.exact_check = temperature == 0.0f;
+    if (r.exact_check) {
+        r.n_compared = n_prompts;
+        for (int p = 0; p < n_prompts; ++p) {
+            bool same = true;
+            for (std::size_t i = p; i < a.outputs.size(); i += n_prompts) same = same && a.outputs[i] == baseline.outputs[i];
+            r.n_mismatched += !same;
+        }
+    }
+    return r;
+}
+
+// ---- case studies ------------------------------------------------------------------------------------
+
+bool is_valid_utf8(std::string_view s) {
+    for (std::size_t i = 0; i < s.size();) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+        if (n == 0 || i + n > s.size()) return false;
+        for (std::size_t j = 1; j < n; ++j)
+            if ((static_cast<unsigned char>(s[i + j]) & 0xC0) != 0x80) return false;
+        i += n;
+    }
+    return true;
+}
+
+/// Decodes token by token; a character whose UTF-8 bytes span several tokens becomes one piece (with
+/// the depth of its first token). Bytes that never form a character stay as they are (at most 4 tokens
+/// are grouped); the report spells them out.
+std::vector<Piece> decode_pieces(const Tokenizer& tok, const Generation& g) {
+    std::vector<Piece> out;
+    std::vector<int> group;
+    int depth = 0;
+    for (std::size_t i = 0; i < g.tokens.size(); ++i) {
+        if (g.tokens[i] >= tok.vocab_size()) {  // a target padded past its tokenizer: name the id
+            if (!group.empty()) out.push_back({tok.decode(group), depth, static_cast<int>(group.size())});
+            group.clear();
+            out.push_back({"<token " + std::to_string(g.tokens[i]) + ">", g.token_depth[i], 1});
+            continue;
+        }
+        if (group.empty()) depth = g.token_depth[i];
+        group.push_back(g.tokens[i]);
+        std::string text = tok.decode(group);
+        if (is_valid_utf8(text) || group.size() >= 4 || i + 1 == g.tokens.size()) {
+            out.push_back({std::move(text), depth, static_cast<int>(group.size())});
+            group.clear();
+        }
+    }
+    return out;
+}
+
+/// Three prompts of different kinds, each continued by every speculative method at the lowest
+/// temperature run (at T = 0 the texts are identical, so only the colours differ between rows).
+std::vector<CaseStudy> case_studies(const std::vector<Prompt>& prompts, const std::vector<MethodSpec>& methods,
+                                    const std::vector<Accumulator>& cells, float temperature, const Tokenizer& tok) {
+    std::vector<CaseStudy> out;
+    std::vector<std::string> kinds_done;
+    for (std::size_t p = 0; p < prompts.size() && out.size() < 3; ++p) {
+        if (std::find(kinds_done.begin(), kinds_done.end(), prompts[p].kind) != kinds_done.end()) continue;
+        kinds_done.push_back(prompts[p].kind);
+        CaseStudy c{prompts[p].id, prompts[p].kind, prompts[p].text, temperature, {}, {}};
+        for (std::size_t m = 0; m < methods.size(); ++m) {
+            if (methods[m].kind == MethodKind::kAutoregressive) continue;
+            c.methods.push_back(methods[m].name);
+            c.outputs.push_back(decode_pieces(tok, cells[m].first_repeat[p]));
+        }
+        out.push_back(std::move(c));
+    }
+    return out;
+}
+
+// ---- output ------------------------------------------------------------------------------------------
+
+std::string fmt(const char* f, double v) {
+    if (!std::isfinite(v)) return "-";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string lossless_text(const MethodResult& r) {
+    if (r.spec.kind == MethodKind::kAutoregressive) return "reference";
+    if (!r.exact_check) return "distribution (tested in the suite)";
+    if (r.n_mismatched == 0) return "yes (" + std::to_string(r.n_compared) + "/" + std::to_string(r.n_compared) + " identical)";
+    return "NO (" + std::to_string(r.n_mismatched) + "/" + std::to_string(r.n_compared) + " prompts differ)";
+}
+
+void print_table(const Results& res) {
+    std::printf("%s, %d thread%s used | weights %s\n", res.machine.c_str(), res.threads, res.threads == 1 ? "" : "s",
+                res.weights.c_str());
+    for (const ModelInfo& m : res.models)
+        std::printf("  %-8s %2d layers, width %3d: %ld matrix parameters per forward\n", m.name.c_str(),
+                    m.config.num_hidden_layers, m.config.hidden_size, m.matrix_params);
+    std::printf("%d prompts x %d new tokens x %d repeats, seed %llu; medians over repeats [min-max]\n\n", res.n_prompts,
+                res.max_new, res.repeats, static_cast<unsigned long long>(res.seed));
+    std::printf("%-22s %4s %5s %5s %5s %5s %18s %17s %6s %6s %6s %6s  %s\n", "method", "T", "tau", "a_tok", "a_EDD",
+                "a_MCS", "tok/s [min-max]", "speedup [min-max]", "SWIpar", "SWIms", "E[spd]", "draft%", "lossless");
+    for (const MethodResult& r : res.rows) {
+        const std::string rate = fmt("%.0f", r.tokens_per_s.median) + " [" + fmt("%.0f", r.tokens_per_s.lo) + "-" +
+                                 fmt("%.0f", r.tokens_per_s.hi) + "]";
+        const std::string spd = fmt("%.2f", r.speedup.median) + " [" + fmt("%.2f", r.speedup.lo) + "-" +
+                                fmt("%.2f", r.speedup.hi) + "]";
+        const bool ar = r.spec.kind == MethodKind::kAutoregressive;
+        std::printf("%-22s %4.1f %5.2f %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
+                    r.temperature, r.summary.tau, ar ? "-" : fmt("%.2f", r.summary.alpha_token).c_str(),
+                    ar ? "-" : fmt("%.2f", r.summary.alpha_depth).c_str(),
+                    ar ? "-" : fmt("%.2f", r.summary.alpha_longest).c_str(), rate.c_str(), spd.c_str(), r.swi_params,
+                    r.swi_measured, fmt("%.2f", r.expected_speedup).c_str(),
+                    ar ? "-" : fmt("%.1f", 100 * r.summary.draft_share()).c_str(), lossless_text(r).c_str());
+    }
+    std::fflush(stdout);
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary);
+    detail::require(static_cast<bool>(out), "bench", [&] { return path.string() + ": cannot write"; });
+    out << text;
+    detail::require(static_cast<bool>(out), "bench", [&] { return path.string() + ": writing failed"; });
+}
+
+std::string csv_of(const Results& res) {
+    std::string s =
+        "method,kind,drafter,temperature,tau,alpha_token,alpha_depth_edd,alpha_longest_mcsd,tokens_per_s,"
+        "tokens_per_s_min,tokens_per_s_max,speedup,speedup_min,speedup_max,swi_params,swi_measured,"
+        "expected_speedup,target_call_ms,verify_ms,draft_call_ms,draft_share,n_tokens,n_target_calls,n_draft_calls,"
+        "prompts_compared,prompts_mismatched,lossless\n";
+    for (const MethodResult& r : res.rows) {
+        const Summary& m = r.summary;
+        std::string name = r.spec.name;  // CSV-quote: names may hold commas
+        for (std::size_t i = 0; (i = name.find('"', i)) != std::string::npos; i += 2) name.insert(i, 1, '"');
+        s += "\"" + name + "\"," + method_name(r.spec.kind) + "," + r.spec.drafter + "," + fmt("%g", r.temperature) + "," +
+             fmt("%.4f", m.tau) + "," + fmt("%.4f", m.alpha_token) + "," + fmt("%.4f", m.alpha_depth) + "," +
+             fmt("%.4f", m.alpha_longest) + "," + fmt("%.1f", r.tokens_per_s.median) + "," + fmt("%.1f", r.tokens_per_s.lo) +
+             "," + fmt("%.1f", r.tokens_per_s.hi) + "," + fmt("%.4f", r.speedup.median) + "," + fmt("%.4f", r.speedup.lo) +
+             "," + fmt("%.4f", r.speedup.hi) + "," + fmt("%.4f", r.swi_params) + "," + fmt("%.4f", r.swi_measured) + "," +
+             fmt("%.4f", r.expected_speedup) + "," + fmt("%.4f", 1e3 * r.target_call_s) + "," + fmt("%.4f", 1e3 * r.verify_s) + "," +
+             fmt("%.4f", 1e3 * r.draft_call_s) + "," + fmt("%.4f", m.draft_share()) + "," + std::to_string(m.n_tokens) +
+             "," + std::to_string(m.n_target_calls) + "," + std::to_string(m.n_draft_calls) + "," +
+             std::to_string(r.n_compared) + "," + std::to_string(r.n_mismatched) + ",\"" + lossless_text(r) + "\"\n";
+    }
+    return s;
+}
+
+json::Value num(double v) { return std::isfinite(v) ? json::Value(v) : json::Value(nullptr); }
+
+json::Value spread_json(const Spread& s) {
+    json::Object o;
+    o.set("median", num(s.median));
+    o.set("min", num(s.lo));
+    o.set("max", num(s.hi));
+    return o;
+}
+
+std::string json_of(const Results& res) {
+    json::Object root;
+    root.set("command", res.command);
+    root.set("machine", res.machine);
+    root.set("started", res.started);
+    root.set("threads", res.threads);
+    root.set("weights", res.weights);
+    json::Array models;
+    for (const ModelInfo& m : res.models) {
+        json::Object o;
+        o.set("name", m.name);
+        o.set("num_hidden_layers", m.config.num_hidden_layers);
+        o.set("hidden_size", m.config.hidden_size);
+        o.set("matrix_params", m.matrix_params);
+        models.push_back(std::move(o));
+    }
+    root.set("models", std::move(models));
+    root.set("n_prompts", res.n_prompts);
+    root.set("max_new_tokens", res.max_new);
+    root.set("repeats", res.repeats);
+    root.set("seed", static_cast<std::int64_t>(res.seed));
+    json::Array rows;
+    for (const MethodResult& r : res.rows) {
+        const Summary& m = r.summary;
+        json::Object o;
+        o.set("method", r.spec.name);
+        o.set("kind", method_name(r.spec.kind));
+        if (!r.spec.about.empty()) o.set("about", r.spec.about);
+        if (!r.spec.drafter.empty()) o.set("drafter", r.spec.drafter);
+        if (r.spec.kind == MethodKind::kChain) o.set("gamma", r.spec.gamma);
+        if (r.spec.kind == MethodKind::kTree) {
+            json::Array k;
+            for (int v : r.spec.k_config) k.push_back(v);
+            o.set("k_config", std::move(k));
+            o.set("draw", draw_name(r.spec.draw));
+        }
+        o.set("temperature", static_cast<double>(r.temperature));
+        o.set("tau", num(m.tau));
+        o.set("alpha_token", num(m.alpha_token));
+        o.set("alpha_depth_edd", num(m.alpha_depth));
+        o.set("alpha_longest_mcsd", num(m.alpha_longest));
+        json::Array at;
+        for (double v : m.accept_at_position) at.push_back(num(v));
+        o.set("accept_at_position", std::move(at));
+        json::Array hist;
+        for (long v : r.tau_hist) hist.push_back(v);
+        o.set("tokens_per_step_histogram", std::move(hist));
+        o.set("tokens_per_s", spread_json(r.tokens_per_s));
+        o.set("speedup", spread_json(r.speedup));
+        o.set("swi_params", num(r.swi_params));
+        o.set("swi_measured", num(r.swi_measured));
+        o.set("expected_speedup", num(r.expected_speedup));
+        o.set("target_call_ms", num(1e3 * r.target_call_s));
+        o.set("verify_ms", num(1e3 * r.verify_s));
+        o.set("draft_call_ms", num(1e3 * r.draft_call_s));
+        o.set("draft_share", num(m.draft_share()));
+        o.set("n_tokens", m.n_tokens);
+        o.set("n_target_calls", m.n_target_calls);
+        o.set("n_draft_calls", m.n_draft_calls);
+        o.set("lossless", lossless_text(r));
+        o.set("prompts_compared", r.n_compared);
+        o.set("prompts_mismatched", r.n_mismatched);
+        rows.push_back(std::move(o));
+    }
+    root.set("rows", std::move(rows));
+    return json::dump(json::Value(std::move(root)), 2) + "\n";
+}
+
+std::string machine_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string cpu = "unknown CPU";
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("model name", 0) == 0) {
+            cpu = line.substr(line.find(':') + 2);
+            break;
+        }
+    return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
+
+std::string now_text() {
+    const std::time_t t = std::time(nullptr);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", std::localtime(&t));
+    return buf;
+}
+
+// ---- the run -----------------------------------------------------------------------------------------
+
+int run(int argc, char** argv) {
+    const Args args = parse_args(argc, argv);
+    const std::vector<MethodSpec> methods = load_methods(args.methods);
+    ThreadPool pool(args.threads);
+    long widest = 0;  // the drafter's scratch holds a catch-up chain (<= gamma + 1) before the tree
+    for (const MethodSpec& m : methods) widest = std::max(widest, std::max<long>(m.gamma, tree_nodes(m.k_config)));
+    Models models = load_models(args.models, methods, pool, static_cast<int>(std::max(256L, 2 * widest + 8)));
+    const Tokenizer tok = load_tokenizer(args.models);
+    detail::require(tok.vocab_size() <= models.target->vocab_size(), "bench", [&] {
+        return "the tokenizer has " + std::to_string(tok.vocab_size()) + " tokens, the target's vocabulary " +
+               std::to_string(models.target->vocab_size());
+    });
+    const std::vector<Prompt> prompts = load_prompts(args.prompts, args.n_prompts, tok);
+
+    Results res;
+    for (int i = 0; i < argc; ++i) res.command += (i ? " " : "") + std::string(argv[i]);
+    res.machine = machine_name();
+    res.started = now_text();
+    res.threads = pool.size();
+    res.models = models.info;
+    res.n_prompts = args.n_prompts;
+    res.max_new = args.max_new;
+    res.repeats = args.repeats;
+    res.seed = args.seed;
+    res.temperatures = args.temperatures;
+
+    const std::size_t M = methods.size(), P = prompts.size();
+    const std::size_t baseline = static_cast<std::size_t>(std::find_if(methods.begin(), methods.end(), [](const MethodSpec& m) {
+        return m.kind == MethodKind::kAutoregressive;
+    }) - methods.begin());
+    const int total = static_cast<int>(args.temperatures.size() * args.repeats * P * M);
+    ProgressLine progress(std::cerr, total, {.terminal = stderr_is_terminal(), .plain_every_s = 10, .unit = "tok"});
+    int done = 0;
+    double tokens_done = 0;
+    using clock = std::chrono::steady_clock;
+
+    for (const float temperature : args.temperatures) {
+        const Sampling sampling{.temperature = temperature};
+        for (const MethodSpec& m : methods)  // warm-up: touches every weight page, fills caches; not timed
+            run_method(m, models, prompts[0].tokens, {.max_new_tokens = args.max_new, .sampling = sampling, .seed = args.seed});
+        std::vector<Accumulator> cells(M);
+        for (int rep = 0; rep < args.repeats; ++rep) {
+            for (Accumulator& a : cells) a.seconds.push_back(0), a.tokens.push_back(0);
+            for (std::size_t p = 0; p < P; ++p) {
+                // One seed per (prompt, repeat), shared by every method.
+                const GenerateOptions opts{.max_new_tokens = args.max_new, .sampling = sampling,
+                                           .seed = args.seed * 1'000'003ULL + rep * 10'007ULL + p, .eos_token = -1};
+                for (std::size_t mi = 0; mi < M; ++mi) {
+                    const auto t0 = clock::now();
+                    Generation g = run_method(methods[mi], models, prompts[p].tokens, opts);
+                    const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                    Accumulator& a = cells[mi];
+                    a.seconds.back() += s;
+                    a.tokens.back() += static_cast<long>(g.tokens.size());
+                    a.outputs.push_back(g.tokens);
+                    a.pooled.tokens.insert(a.pooled.tokens.end(), g.tokens.begin(), g.tokens.end());
+                    a.pooled.token_depth.insert(a.pooled.token_depth.end(), g.token_depth.begin(), g.token_depth.end());
+                    a.pooled.steps.insert(a.pooled.steps.end(), g.steps.begin(), g.steps.end());
+                    tokens_done += static_cast<double>(g.tokens.size());
+                    if (rep == 0) a.first_repeat.push_back(std::move(g));
+                    progress.update(++done, NAN, tokens_done);
+                }
+            }
+        }
+        for (std::size_t mi = 0; mi < M; ++mi)
+            res.rows.push_back(finish(methods[mi], temperature, cells[mi], cells[baseline], models, static_cast<int>(P)));
+        if (temperature == *std::min_element(args.temperatures.begin(), args.temperatures.end()) && res.cases.empty())
+            res.cases = case_studies(prompts, methods, cells, temperature, tok);
+    }
+    progress.finish();
+
+    print_table(res);
+    fs::create_directories(args.out);
+    write_file(args.out / "table.csv", csv_of(res));
+    write_file(args.out / "table.json", json_of(res));
+    write_file(args.out / "report.html", report_html(res));
+    std::fprintf(stderr, "wrote %s, %s, %s\n", (args.out / "table.csv").c_str(), (args.out / "table.json").c_str(),
+                 (args.out / "report.html").c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    return run(argc, argv);
+} catch (const specdec::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+}
+// Run: ./build/specdec_bench   (about a minute on 2 cores with the demo models; --repeats 1 --n-prompts 5 for a smoke test)
+// Prints the setup, then one row per method and temperature: tau, acceptance, tokens/s and speedup with
+// their spread, SWI, expected speedup (chains), draft share, and "yes (20/20 identical)" at T = 0.

@@ -1,0 +1,182 @@
+// train_demo — builds the demo models that ship in models/: the tokenizer, a target and its drafters.
+//
+// Teaches: the whole pipeline from text to a HuggingFace-style model folder, in named steps —
+// a byte-level BPE trained on the corpus, the corpus tokenised into token files, a Llama trained
+// with AdamW under a warm-up + cosine schedule (optionally distilled from a teacher with forward KL,
+// as EDD trains its drafter, §3.2), held-out perplexity, a loss chart, and a checkpoint in bf16.
+// Every hyperparameter is read from models/<name>/train.json; nothing is hidden in code.
+//
+//   ./build/train_demo tokenizer        models/tokenizer.json and build/data/{train,test}.bin
+//   ./build/train_demo model <name>     models/<name>/{config.json, model.safetensors, tokenizer.json,
+//                                       loss.svg, train_log.json} from models/<name>/train.json
+// scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "specdec.hpp"
+
+using namespace specdec;
+using namespace specdec::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kData = "build/data";
+
+std::string read_file(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    if (!in) detail::fail("train_demo", "cannot open '" + p.string() + "' (run from the repository root)");
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+/// Documents are separated by <|endoftext|> lines in the corpus; the tokenizer keeps it as one token.
+std::vector<int> tokenize_corpus(const Tokenizer& tok, const fs::path& file) {
+    return tok.encode(read_file(file));
+}
+
+int make_tokenizer() {
+    const json::Value spec = json::parse(read_file("models/tokenizer.train.json"), "models/tokenizer.train.json");
+    const int vocab = static_cast<int>(spec.at("vocab_size").as_int());
+    const auto t0 = std::chrono::steady_clock::now();
+    const Tokenizer tok = Tokenizer::train(read_file("data/corpus/train.txt"), vocab);
+    tok.save("models/tokenizer.json");
+    fs::create_directories(kData);
+    const std::vector<int> train_tokens = tokenize_corpus(tok, "data/corpus/train.txt");
+    const std::vector<int> test_tokens = tokenize_corpus(tok, "data/corpus/test.txt");
+    write_token_file((kData / "train.bin").string(), train_tokens);
+    write_token_file((kData / "test.bin").string(), test_tokens);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("tokenizer: %d tokens (%d merges) in %.1f s; train %zu tokens, test %zu tokens (%.2f bytes/token)\n",
+                tok.vocab_size(), tok.n_merges(), secs, train_tokens.size(), test_tokens.size(),
+                double(read_file("data/corpus/train.txt").size()) / double(train_tokens.size()));
+    return 0;
+}
+
+Config config_from(const json::Value& c, int vocab) {
+    return Config{.hidden_size = static_cast<int>(c.at("hidden_size").as_int()),
+                  .intermediate_size = static_cast<int>(c.at("intermediate_size").as_int()),
+                  .num_hidden_layers = static_cast<int>(c.at("num_hidden_layers").as_int()),
+                  .num_attention_heads = static_cast<int>(c.at("num_attention_heads").as_int()),
+                  .num_key_value_heads = static_cast<int>(c.at("num_key_value_heads").as_int()),
+                  .vocab_size = vocab,
+                  .max_position_embeddings = static_cast<int>(c.at("max_position_embeddings").as_int()),
+                  .tie_word_embeddings = c.at("tie_word_embeddings").as_bool()};
+}
+
+int make_model(const std::string& name) {
+    // Step 1: hyperparameters, tokenizer and data.
+    const fs::path dir = fs::path("models") / name;
+    const json::Value hp = json::parse(read_file(dir / "train.json"), (dir / "train.json").string());
+    const Tokenizer tok = Tokenizer::load("models/tokenizer.json");
+    const Config cfg = config_from(hp.at("config"), tok.vocab_size());
+    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
+    const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
+    const CosineSchedule schedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
+                                  .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
+                                  .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
+                                  .total_steps = steps};
+    const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
+    train_file.check_vocab(cfg.vocab_size);
+    const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
+
+    // Step 2: the model, optionally a frozen teacher to distil from, the optimizer.
+    ThreadPool pool(threads);
+    TrainableLlama model(cfg, random_weights(cfg, seed, 0.02f), pool);
+    AdamW optimizer(cfg, model.params(), AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())});
+    std::unique_ptr<TrainableLlama> teacher;
+    double distill = 0.0;
+    if (const auto* t = hp.find("teacher")) {
+        const Checkpoint ck = load_checkpoint(fs::path("models") / t->as_string());
+        detail::require(ck.config.vocab_size == cfg.vocab_size, "train_demo", [&] {
+            return "teacher vocabulary " + std::to_string(ck.config.vocab_size) + " differs from " + std::to_string(cfg.vocab_size);
+        });
+        teacher = std::make_unique<TrainableLlama>(ck.config, ck.weights, pool);
+        distill = hp.at("distill_weight").as_double();
+    }
+    const std::size_t n_params = parameter_count(model.params(), cfg);
+    std::printf("%s: %zu parameters, %d steps of %d x %d tokens (%.2f epochs of %zu), %d threads%s\n", name.c_str(),
+                n_params, steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), threads,
+                teacher ? (", distilled from " + hp.at("teacher").as_string()).c_str() : "");
+
+    // Step 3: the loop.
+    const int eval_every = std::max(1, steps / 20), eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
+    Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
+    std::vector<float> teacher_probs;
+    ProgressLine progress(std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10});
+    double smooth = 0;
+    for (int step = 0; step < steps; ++step) {
+        if (step % eval_every == 0) {
+            const EvalResult e = evaluate(model, test_file, test_range, T, eval_windows, B);
+            held_out.xs.push_back(step), held_out.ys.push_back(e.loss);
+        }
+        const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
+        if (teacher) {  // the teacher's distribution for every position of the batch
+            teacher->forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
+            const auto z = teacher->logits();
+            teacher_probs.assign(z.begin(), z.end());
+            for (std::size_t r = 0; r < teacher_probs.size() / cfg.vocab_size; ++r)
+                softmax(std::span<float>(teacher_probs).subspan(r * cfg.vocab_size, cfg.vocab_size));
+        }
+        model.zero_grad();
+        model.forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
+        double loss = model.cross_entropy(batch.targets, 1.0 - distill);
+        if (teacher)
+            kl_divergence(pool, model.dlogits().data(), model.logits().data(), teacher_probs.data(), B * T,
+                          cfg.vocab_size, distill);
+        model.backward();
+        clip_grad_norm(model.grads(), cfg, 1.0);
+        optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
+        smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
+        train_curve.xs.push_back(step + 1), train_curve.ys.push_back(loss);
+        progress.update(step + 1, smooth, double(step + 1) * B * T);
+    }
+    progress.finish();
+    const EvalResult final_eval = evaluate(model, test_file, test_range, T, eval_windows, B);
+    held_out.xs.push_back(steps), held_out.ys.push_back(final_eval.loss);
+    const double seconds = progress.seconds_since_start();
+
+    // Step 4: the checkpoint (bf16, HF layout), its tokenizer, the loss chart and a log.
+    save_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
+    fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token", std::vector<Series>{train_curve, held_out},
+                    ChartOptions{.x_label = "step", .y_label = "nats per token"});
+    const Checkpoint back = load_checkpoint(dir);  // what ships is bf16: measure that
+    TrainableLlama shipped(back.config, back.weights, pool);
+    const EvalResult bf16_eval = evaluate(shipped, test_file, test_range, T, eval_windows, B);
+    json::Object log;
+    log.set("parameters", static_cast<std::int64_t>(n_params));
+    log.set("train_seconds", seconds);
+    log.set("train_tokens_per_second", double(steps) * B * T / seconds);
+    log.set("heldout_loss", bf16_eval.loss);
+    log.set("heldout_perplexity", bf16_eval.perplexity);
+    log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
+    std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+    std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, bf16 checkpoint; float32 before saving %.2f), "
+                "%.0f s, wrote %s\n",
+                name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, seconds, dir.string().c_str());
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+    const std::string what = argc > 1 ? argv[1] : "";
+    if (what == "tokenizer") return make_tokenizer();
+    if (what == "model" && argc > 2) return make_model(argv[2]);
+    std::fprintf(stderr, "usage: train_demo tokenizer | train_demo model <name>   (from the repository root)\n");
+    return 2;
+} catch (const specdec::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+}
+// Run: bash scripts/train_models.sh (all), or the two commands above. Prints the sizes, a progress line
+// with loss, tokens/s and ETA, and the held-out perplexity of each model; see README "Demo models".

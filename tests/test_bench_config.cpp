@@ -1,0 +1,130 @@
+// The benchmark's methods.json parser: a good file becomes plain structs; each bad entry fails with a
+// message naming the file, the entry and the field.
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
+#include "catch.hpp"
+#include "examples/bench/methods.hpp"
+#include "examples/bench/report_html.hpp"
+
+using namespace specdec;
+using namespace specdec::bench;
+
+namespace {
+
+/// A methods file with one entry after the baseline.
+std::string with_entry(const std::string& entry) {
+    return R"([{"name": "autoregressive", "method": "autoregressive"}, )" + entry + "]";
+}
+
+}  // namespace
+
+TEST_CASE("a good methods file parses into one spec per entry, strings turned into enums", "[bench]") {
+    const std::vector<MethodSpec> m = parse_methods(R"([
+        {"name": "autoregressive", "method": "autoregressive", "about": "baseline"},
+        {"name": "SD small g4", "method": "chain", "drafter": "small", "gamma": 4},
+        {"name": "tree", "method": "tree", "drafter": "small", "k_config": [4, 2, 2, 1], "draw": "without_replacement"},
+        {"name": "topk tree", "method": "tree", "drafter": "mid", "k_config": [2], "draw": "topk"}
+    ])", "methods.json");
+    REQUIRE(m.size() == 4);
+    CHECK(m[0].kind == MethodKind::kAutoregressive);
+    CHECK(m[0].drafter.empty());
+    CHECK(m[0].about == "baseline");
+    CHECK(m[1].kind == MethodKind::kChain);
+    CHECK(m[1].drafter == "small");
+    CHECK(m[1].gamma == 4);
+    CHECK(m[2].kind == MethodKind::kTree);
+    CHECK(m[2].k_config == std::vector<int>{4, 2, 2, 1});
+    CHECK(m[2].draw == DrawPolicy::kSampleWithoutReplacement);
+    CHECK(m[3].draw == DrawPolicy::kTopK);
+    CHECK(m[3].drafter == "mid");
+    CHECK(tree_nodes(m[2].k_config) == 4 + 8 + 16 + 16);
+}
+
+TEST_CASE("the shipped methods.json parses and holds the baseline, both drafters and a tree", "[bench]") {
+    // Found from this file's path, so the test runs from the build folder (ctest) and the repo root alike.
+    const auto repo = std::filesystem::path(__FILE__).parent_path().parent_path();
+    const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods.json");
+    REQUIRE(m.size() >= 4);
+    CHECK(m[0].kind == MethodKind::kAutoregressive);
+    CHECK(std::count_if(m.begin(), m.end(), [](const MethodSpec& s) { return s.kind == MethodKind::kChain; }) >= 2);
+    CHECK(std::count_if(m.begin(), m.end(), [](const MethodSpec& s) { return s.kind == MethodKind::kTree; }) >= 1);
+}
+
+TEST_CASE("a bad methods entry is an error naming the file, the entry and the field", "[bench]") {
+    using Catch::Contains;
+    SECTION("an unknown method") {
+        CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "x", "method": "medusa"})"), "m.json"),
+                          Contains("m.json: entry 1 ('x'), field 'method'") && Contains("\"medusa\"") &&
+                              Contains("autoregressive, chain, tree"));
+    }
+    SECTION("a missing drafter") {
+        CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "sd", "method": "chain", "gamma": 4})"), "m.json"),
+                          Contains("entry 1 ('sd'), field 'drafter'") && Contains("missing"));
+    }
+    SECTION("a bad k_config") {
+        const auto bad = [](const std::string& k) {
+            return with_entry(R"({"name": "t", "method": "tree", "drafter": "small", "draw": "topk", "k_config": )" + k + "}");
+        };
+        CHECK_THROWS_WITH(parse_methods(bad("[4, 0, 1]"), "m.json"),
+                          Contains("entry 1 ('t'), field 'k_config[1]'") && Contains("value 0"));
+        CHECK_THROWS_WITH(parse_methods(bad("[4, \"2\"]"), "m.json"),
+                          Contains("field 'k_config[1]'") && Contains("expected an integer, got string"));
+        CHECK_THROWS_WITH(parse_methods(bad("[]"), "m.json"), Contains("field 'k_config'") && Contains("non-empty"));
+        CHECK_THROWS_WITH(parse_methods(bad("4"), "m.json"), Contains("field 'k_config'"));
+        CHECK_THROWS_WITH(parse_methods(bad("[8, 8, 8]"), "m.json"),
+                          Contains("field 'k_config'") && Contains("584 draft nodes"));
+    }
+    SECTION("an unknown draw") {
+        CHECK_THROWS_WITH(
+            parse_methods(with_entry(R"({"name": "t", "method": "tree", "drafter": "small", "k_config": [2], "draw": "beam"})"),
+                          "m.json"),
+            Contains("entry 1 ('t'), field 'draw'") && Contains("\"beam\"") && Contains("without_replacement"));
+    }
+    SECTION("a field of another method, or a typo") {
+        CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "sd", "method": "chain", "drafter": "small", "gama": 4})"), "m.json"),
+                          Contains("field 'gama'") && Contains("not a field of method 'chain'"));
+        CHECK_THROWS_WITH(
+            parse_methods(R"([{"name": "ar", "method": "autoregressive", "drafter": "small"}])", "m.json"),
+            Contains("entry 0 ('ar'), field 'drafter'"));
+    }
+    SECTION("a chain's gamma out of range") {
+        CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "sd", "method": "chain", "drafter": "small", "gamma": 0})"), "m.json"),
+                          Contains("field 'gamma'") && Contains("value 0"));
+    }
+}
+
+TEST_CASE("a methods file must be a list with exactly one autoregressive baseline and unique names", "[bench]") {
+    using Catch::Contains;
+    CHECK_THROWS_WITH(parse_methods(R"({"methods": []})", "m.json"), Contains("m.json") && Contains("array"));
+    CHECK_THROWS_WITH(parse_methods(R"([{"name": "sd", "method": "chain", "drafter": "small", "gamma": 4}])", "m.json"),
+                      Contains("exactly one \"autoregressive\""));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "autoregressive", "method": "chain", "drafter": "s", "gamma": 2})"),
+                                    "m.json"),
+                      Contains("entry 1, field 'name'") && Contains("earlier entry"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"method": "chain"})"), "m.json"), Contains("entry 1, field 'name'"));
+    CHECK_THROWS_WITH(parse_methods("[1, 2", "m.json"), Contains("m.json"));
+}
+
+TEST_CASE("the report escapes generated text and spells out bytes that are not characters", "[bench]") {
+    CHECK(html::escape("<b>\"a\" & 'b'</b>") == "&lt;b&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/b&gt;");
+    CHECK(html::visible("a\x15" "b\n") == "a<0x15>b\n");
+    CHECK(html::visible("caf\xC3\xA9") == "caf\xC3\xA9");
+    CHECK(html::visible("\xC3") == "<0xC3>");
+
+    Results r;
+    r.temperatures = {0.0f};
+    MethodResult ar;
+    ar.spec.name = "<ar>";
+    r.rows.push_back(ar);
+    CaseStudy c;
+    c.prompt_text = "<script>x</script>";
+    c.methods = {"<ar>"};
+    c.outputs = {{Piece{"</td>", 1, 1}}};
+    r.cases.push_back(c);
+    const std::string page = report_html(r);
+    CHECK(page.find("<script") == std::string::npos);
+    CHECK(page.find("&lt;script&gt;x&lt;/script&gt;") != std::string::npos);
+    CHECK(page.find("&lt;ar&gt;") != std::string::npos);
+}
