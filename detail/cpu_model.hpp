@@ -307,21 +307,7 @@ public:
     /// Keeps the KV rows of `path` (node indices of the last forward's tree, root first, each the
     /// parent of the next) as the next committed tokens, and drops every other tree row.
     void commit(std::span<const int> path) {
-        for (int j = 0; j < static_cast<int>(path.size()); ++j)
-            detail::require(path[j] >= 0 && path[j] < n_computed_, "model", [&] {
-                return "commit: path entry " + std::to_string(j) + " is node " + std::to_string(path[j]) +
-                       ", but the last forward computed " + std::to_string(n_computed_) + " nodes";
-            });
-        detail::require(cache_len_ + static_cast<int>(path.size()) <= cfg_.max_position_embeddings, "model", [&] {
-            return "commit of " + std::to_string(path.size()) + " tokens overflows the context: " +
-                   std::to_string(cache_len_) + " already committed, max_position_embeddings is " +
-                   std::to_string(cfg_.max_position_embeddings);
-        });
-        for (int j = 1; j < static_cast<int>(path.size()); ++j)
-            detail::require(path[j] > path[j - 1], "model", [&] {
-                return "commit: path is not root-first (node " + std::to_string(path[j]) + " follows node " +
-                       std::to_string(path[j - 1]) + ")";
-            });
+        validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
         // Sources are at or after their destinations and increase, so an in-order move never
         // overwrites a row it still has to read.
         const int kvd = cfg_.kv_dim();

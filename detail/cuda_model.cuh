@@ -122,20 +122,7 @@ public:
     /// tokens, on the device; drops every other tree row. Enqueued only: the next forward orders after it.
     void commit(std::span<const int> path) {
         const int P = static_cast<int>(path.size());
-        for (int j = 0; j < P; ++j)
-            detail::require(path[j] >= 0 && path[j] < n_computed_, "cuda.model", [&] {
-                return "commit: path entry " + std::to_string(j) + " is node " + std::to_string(path[j]) +
-                       ", but the last forward computed " + std::to_string(n_computed_) + " nodes";
-            });
-        detail::require(cache_len_ + P <= cfg_.max_position_embeddings, "cuda.model", [&] {
-            return "commit of " + std::to_string(P) + " tokens overflows the context: " + std::to_string(cache_len_) +
-                   " already committed, max_position_embeddings is " + std::to_string(cfg_.max_position_embeddings);
-        });
-        for (int j = 1; j < P; ++j)
-            detail::require(path[j] > path[j - 1], "cuda.model", [&] {
-                return "commit: path is not root-first (node " + std::to_string(path[j]) + " follows node " +
-                       std::to_string(path[j - 1]) + ")";
-            });
+        validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "cuda.model");
         const std::size_t layer_stride = static_cast<std::size_t>(capacity_) * cfg_.kv_dim();
         for (int at = 0; at < P; at += kernels::kCommitChunk) {
             kernels::PathChunk chunk;

@@ -159,4 +159,25 @@ inline void validate_path(const Tree& tree, std::span<const int> path, std::stri
     }
 }
 
+/// What every model's commit(path) requires: nodes the last forward computed, in increasing (root-first)
+/// order, and room in the context. `who` prefixes the error ("model", "cuda.model").
+inline void validate_commit(std::span<const int> path, int n_computed, int cache_len, int max_positions,
+                            std::string_view who) {
+    const int P = static_cast<int>(path.size());
+    for (int j = 0; j < P; ++j)
+        detail::require(path[j] >= 0 && path[j] < n_computed, who, [&] {
+            return "commit: path entry " + std::to_string(j) + " is node " + std::to_string(path[j]) +
+                   ", but the last forward computed " + std::to_string(n_computed) + " nodes";
+        });
+    detail::require(cache_len + P <= max_positions, who, [&] {
+        return "commit of " + std::to_string(P) + " tokens overflows the context: " + std::to_string(cache_len) +
+               " already committed, max_position_embeddings is " + std::to_string(max_positions);
+    });
+    for (int j = 1; j < P; ++j)
+        detail::require(path[j] > path[j - 1], who, [&] {
+            return "commit: path is not root-first (node " + std::to_string(path[j]) + " follows node " +
+                   std::to_string(path[j - 1]) + ")";
+        });
+}
+
 }  // namespace specdec
