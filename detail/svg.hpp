@@ -8,6 +8,7 @@
 #include <fstream>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "error.hpp"
@@ -30,8 +31,9 @@ struct ChartOptions {
 
 namespace detail {
 
-/// Escapes the five XML special characters of user text (titles, series names).
-inline std::string xml_escape(const std::string& s) {
+/// Escapes the five XML special characters of user text (titles, series names); also valid for HTML
+/// element content and attribute values (the benchmark report uses it).
+inline std::string xml_escape(std::string_view s) {
     std::string out;
     for (char c : s) {
         switch (c) {
@@ -39,7 +41,7 @@ inline std::string xml_escape(const std::string& s) {
             case '<': out += "&lt;"; break;
             case '>': out += "&gt;"; break;
             case '"': out += "&quot;"; break;
-            case '\'': out += "&apos;"; break;
+            case '\'': out += "&#39;"; break;  // not &apos;, which HTML 4 lacks
             default: out += c;
         }
     }

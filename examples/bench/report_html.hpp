@@ -23,22 +23,8 @@ namespace specdec::bench::html {
 
 // ---- text --------------------------------------------------------------------------------------------
 
-/// Escapes text for HTML element content and attribute values.
-inline std::string escape(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&quot;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
-        }
-    }
-    return out;
-}
+/// Escapes text for HTML element content and attribute values (svg.hpp's XML escape serves both).
+inline std::string escape(std::string_view s) { return specdec::detail::xml_escape(s); }
 
 /// printf into a std::string (numbers and coordinates; text goes through escape()).
 template <class... A>
