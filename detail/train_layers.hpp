@@ -485,25 +485,41 @@ double cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const int* t
     });
 }
 
+/// One row of a loss against a full target distribution p (N, V) with q = softmax(logits): returns
+/// -Σ p log q (plus Σ p log p when `with_entropy`, which makes it KL(p ‖ q)) and adds
+/// g · ((Σp) q - p) to dlogits — the gradient is the same for both.
+template <class T>
+detail::RowLoss soft_target_row(T* dz, const T* z, const float* p, int V, double g, bool with_entropy) {
+    const double lse = detail::log_sum_exp(z, V);
+    double loss = 0.0, mass = 0.0;
+    for (int j = 0; j < V; ++j) {
+        mass += p[j];
+        loss -= p[j] * (double(z[j]) - lse);
+        if (with_entropy && p[j] > 0) loss += p[j] * std::log(double(p[j]));
+    }
+    for (int j = 0; j < V; ++j) dz[j] += static_cast<T>(g * (mass * std::exp(double(z[j]) - lse) - p[j]));
+    return {true, loss};
+}
+
+template <class T>
+double soft_target_loss(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
+                        double weight, const std::uint8_t* row_mask, bool with_entropy) {
+    const int n = detail::count_rows(row_mask, N);
+    const double g = n == 0 ? 0.0 : weight / n;
+    return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
+        if (row_mask != nullptr && !row_mask[r]) return {};
+        const std::size_t off = static_cast<std::size_t>(r) * V;
+        return soft_target_row(dlogits + off, logits + off, target_probs + off, V, g, with_entropy);
+    });
+}
+
 /// Mean over counted rows of H(p, q) = -Σ_j p_j log q_j with q = softmax(logits), p = target_probs
 /// (N, V) (soft labels: a teacher's distribution). row_mask (N) may be null (all rows count).
 /// dlogits += weight · ((Σp) q - p) / n_counted.
 template <class T>
 double soft_cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
                           double weight = 1.0, const std::uint8_t* row_mask = nullptr) {
-    const int n = detail::count_rows(row_mask, N);
-    const double g = n == 0 ? 0.0 : weight / n;
-    return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
-        if (row_mask != nullptr && !row_mask[r]) return {};
-        const T* z = logits + static_cast<std::size_t>(r) * V;
-        const float* p = target_probs + static_cast<std::size_t>(r) * V;
-        T* dz = dlogits + static_cast<std::size_t>(r) * V;
-        const double lse = detail::log_sum_exp(z, V);
-        double loss = 0.0, mass = 0.0;
-        for (int j = 0; j < V; ++j) loss -= p[j] * (double(z[j]) - lse), mass += p[j];
-        for (int j = 0; j < V; ++j) dz[j] += static_cast<T>(g * (mass * std::exp(double(z[j]) - lse) - p[j]));
-        return {true, loss};
-    });
+    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, false);
 }
 
 /// Mean over counted rows of KL(p ‖ q) = Σ_j p_j (log p_j - log q_j), p = target_probs (N, V) a full
@@ -512,22 +528,7 @@ double soft_cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const f
 template <class T>
 double kl_divergence(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
                      double weight = 1.0, const std::uint8_t* row_mask = nullptr) {
-    const int n = detail::count_rows(row_mask, N);
-    const double g = n == 0 ? 0.0 : weight / n;
-    return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
-        if (row_mask != nullptr && !row_mask[r]) return {};
-        const T* z = logits + static_cast<std::size_t>(r) * V;
-        const float* p = target_probs + static_cast<std::size_t>(r) * V;
-        T* dz = dlogits + static_cast<std::size_t>(r) * V;
-        const double lse = detail::log_sum_exp(z, V);
-        double loss = 0.0, mass = 0.0;
-        for (int j = 0; j < V; ++j) {
-            mass += p[j];
-            if (p[j] > 0) loss += p[j] * (std::log(double(p[j])) - (double(z[j]) - lse));
-        }
-        for (int j = 0; j < V; ++j) dz[j] += static_cast<T>(g * (mass * std::exp(double(z[j]) - lse) - p[j]));
-        return {true, loss};
-    });
+    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, true);
 }
 
 /// A target distribution kept as its top K entries per row: ids (N, K) distinct token ids and
