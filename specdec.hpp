@@ -61,9 +61,12 @@
 #include "detail/concepts.hpp"       // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
                                      //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
 #include "detail/proposers.hpp"      // defines: ModelProposer, NoProposer
+#include "detail/glide.hpp"          // defines: GlideModel, GlideConfig, GlideWeights, load_glide_checkpoint (GLIDE's drafter)
 #include "detail/tree_builders.hpp"  // defines: RootOnly, Chain, KAryTree, DrawPolicy
 #include "detail/verifier.hpp"       // defines: TreeVerifier
 #include "detail/acceptors.hpp"      // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
+#include "detail/cascade.hpp"        // defines: Review, Horizontal, MaxGram, Lenience, KMatrix (CS Drafting)
+#include "detail/cape.hpp"           // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
 #include "detail/generate.hpp"       // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
 #include "detail/metrics.hpp"        // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
 #include "detail/progress.hpp"       // defines: ProgressLine (progress with ETA for long work)
@@ -72,6 +75,9 @@
 #include "detail/train_model.hpp"    // defines: train::TrainableLlama (forward + hand-written backward)
 #include "detail/optimizer.hpp"      // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
 #include "detail/dataset.hpp"        // defines: train::TokenFile, random_windows, evaluate, teacher cache
+#include "detail/train_glide.hpp"    // defines: train::TrainableGlide, glide_block_mask, target_kv, GlideAdamW
+#include "detail/max_gram.hpp"       // defines: max_gram, Bigram, longest_earlier_suffix (CS Drafting's MaG)
+#include "detail/cascade_analytics.hpp"  // defines: cs_pgf, cs_ewif_sd, cs_ewif_vertical, cs_ewif_horizontal
 #if defined(__CUDACC__)
 #include "detail/cuda_model.cuh"     // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
 #endif

@@ -53,21 +53,48 @@ struct StepOutcome {
 /// Everything a policy may read about the step in progress.
 struct StepContext {
     const Sampling& sampling;
-    StepRng rng;  // counter-based; builders use stream kDraft, acceptors kAccept
+    StepRng rng;                      // counter-based; builders use stream kDraft, acceptors kAccept
+    std::span<const int> tokens{};    // the text so far: prompt, then every committed token, ending with the root
+    int prompt_len = 0;               // how many of `tokens` are the prompt (Max-Gram looks there first)
 };
 
-/// Supplies draft logits. Contract: `start(prompt)` syncs to a prompt whose last token is the pending
-/// root; `propose(tree, nodes)` returns one logits row per requested node, in order, for a tree that
-/// only grew since the last call this step (node 0 is the root); `observe(outcome)` re-syncs after the
-/// target's verdict. It must never touch the target's cache.
+/// What every drafter has: a vocabulary, `start(prompt)` (a new text whose last token is the pending
+/// root) and `observe(outcome)` (the target's verdict on a step). It must never touch the target's cache.
 template <class P>
-concept Proposer = requires(P& p, const P& cp, std::span<const int> tokens, const Tree& tree,
-                            const StepOutcome& outcome) {
+concept DrafterBase = requires(P& p, const P& cp, std::span<const int> tokens, const StepOutcome& outcome) {
     { cp.vocab_size() } -> std::convertible_to<int>;
     p.start(tokens);
-    { p.propose(tree, tokens) } -> std::same_as<Rows>;
     p.observe(outcome);
 };
+
+/// A drafter that scores nodes and lets the builder choose tokens (a small LM, GLIDE, EAGLE):
+/// `propose(tree, nodes)` returns one logits row per requested node, in order, for a tree that only
+/// grew since the last call this step (node 0 is the root).
+template <class P>
+concept ScoresNodes = DrafterBase<P> && requires(P& p, std::span<const int> nodes, const Tree& tree) {
+    { p.propose(tree, nodes) } -> std::same_as<Rows>;
+};
+
+/// One drafted token and the law it came from, given the text before it (the acceptor's q).
+struct DraftToken {
+    int token = 0;
+    std::vector<float> q;  // (V) the distribution the token came from; empty: not known (Max-Gram)
+    bool sampled = false;  // true: drawn at random from q; false: chosen deterministically (q = one-hot)
+};
+using Draft = std::vector<DraftToken>;
+
+/// A drafter that chooses its tokens itself (Max-Gram, a cascade of reviewing drafters):
+/// `draft(after, limit, ctx)` continues ctx.tokens + `after` (drafts not yet verified) by at most
+/// `limit` tokens, each with the law it was drawn from, so that the target can still verify losslessly.
+template <class P>
+concept DraftsTokens = DrafterBase<P> && requires(P& p, std::span<const int> after, int limit, const StepContext& ctx) {
+    { p.draft(after, limit, ctx) } -> std::same_as<Draft>;
+};
+
+/// Supplies drafts in one of the two forms. A speculative decoder over (drafter, smaller drafter) is
+/// itself a DraftsTokens proposer, which is how cascades nest (CS Drafting's vertical cascade).
+template <class P>
+concept Proposer = ScoresNodes<P> || DraftsTokens<P>;
 
 /// Owns the search over a Proposer. Contract: returns a tree whose node 0 is a root holding
 /// `root_token`; other roots (a forest) are allowed; nodes drawn at random record the distribution

@@ -85,7 +85,15 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
                std::to_string(target.context_size()) + " tokens";
     });
 
+    if constexpr (requires { proposer.reviews_with(static_cast<const void*>(&target)); })
+        detail::require(!proposer.reviews_with(static_cast<const void*>(&target)), "generate", [] {
+            return std::string("a Review level of the proposer drives the target model itself: it would share the "
+                               "target's KV cache, and its lenience (CS Drafting §3) would change the target's "
+                               "output; lenience is allowed only between drafters (review with another model)");
+        });
+
     Generation out;
+    std::vector<int> text(prompt.begin(), prompt.end());  // prompt + committed tokens; ends with the root
     target.reset();
     detail::prefill(target, prompt.first(prompt.size() - 1));
     proposer.start(prompt);
@@ -95,7 +103,8 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         else return 0;
     };
     for (std::uint32_t step = 0; static_cast<int>(out.tokens.size()) < opts.max_new_tokens; ++step) {
-        const StepContext ctx{opts.sampling, StepRng{opts.seed, step, RngStream::kAccept}};
+        const StepContext ctx{opts.sampling, StepRng{opts.seed, step, RngStream::kAccept}, text,
+                              static_cast<int>(prompt.size())};
         StepRecord rec;
         const int calls_before = draft_calls();
         const auto t0 = clock::now();
@@ -128,6 +137,7 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         proposer.observe(StepOutcome{tree, res.path, emitted[keep - 1]});
         root = emitted[keep - 1];
         out.tokens.insert(out.tokens.end(), emitted.begin(), emitted.begin() + keep);
+        text.insert(text.end(), emitted.begin(), emitted.begin() + keep);
         for (int j = 0; j < keep; ++j) out.token_depth.push_back(j + 1 < static_cast<int>(emitted.size()) ? j + 1 : 0);
         const auto t4 = clock::now();
 

@@ -24,13 +24,27 @@ inline double expected_speedup(double alpha, int gamma, double c) {
     return expected_tokens_per_step(alpha, gamma) / (gamma * c + 1.0);
 }
 
+/// Forwards of one drafter model and the price of each.
+struct CallCost {
+    long calls = 0;
+    double cost = 0.0;
+};
+
 /// Standardized walltime improvement (CS Drafting, §5): the cost of generating the same tokens
 /// autoregressively over the cost of the method, with a fixed cost per forward of each model
-/// (parameter counts, or measured per-call times).
+/// (parameter counts, or measured per-call times). A cascade lists each of its drafter models.
+inline double standardized_walltime_improvement(int n_tokens, int n_target_calls, double target_cost,
+                                                std::span<const CallCost> drafters) {
+    double method = n_target_calls * target_cost;
+    for (const CallCost& d : drafters) method += static_cast<double>(d.calls) * d.cost;
+    return method > 0 ? n_tokens * target_cost / method : 0.0;
+}
+
+/// One drafter: n_draft_calls forwards at draft_cost each.
 inline double standardized_walltime_improvement(int n_tokens, int n_target_calls, long n_draft_calls,
                                                 double target_cost, double draft_cost) {
-    const double method = n_target_calls * target_cost + static_cast<double>(n_draft_calls) * draft_cost;
-    return method > 0 ? n_tokens * target_cost / method : 0.0;
+    const CallCost d{n_draft_calls, draft_cost};
+    return standardized_walltime_improvement(n_tokens, n_target_calls, target_cost, std::span<const CallCost>(&d, 1));
 }
 
 /// The acceptance figures of the papers, which define "acceptance" differently: each is named for

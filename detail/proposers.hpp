@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <span>
 #include <string>
 #include <vector>
@@ -13,6 +14,13 @@
 #include "tree.hpp"
 
 namespace specdec {
+
+/// Forwards and seconds one drafter model spent (standardized walltime improvement prices each call).
+struct DrafterUsage {
+    const void* model = nullptr;
+    long calls = 0;
+    double seconds = 0.0;
+};
 
 namespace detail {
 
@@ -43,6 +51,8 @@ public:
     int vocab_size() const { return model_->vocab_size(); }
     /// Draft forwards so far (the loop records them per step; SWI counts them).
     long n_calls() const { return n_calls_; }
+    /// The same as one entry per drafter model, with the seconds its forwards took.
+    std::vector<DrafterUsage> usage() const { return {{model_, n_calls_, seconds_}}; }
 
     void start(std::span<const int> prompt) {
         detail::require(!prompt.empty(), "proposer", [] { return std::string("start: the prompt is empty"); });
@@ -71,7 +81,9 @@ public:
             inner_.add(n.token, n.parent < 0 ? offset_ - 1 : n.parent + offset_, n.draft_prob, n.draw);
         }
         mirrored_ = tree.size();
+        const auto t0 = std::chrono::steady_clock::now();
         const Rows fresh_rows = model_->forward(inner_, computed_);
+        seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         ++n_calls_;
         logits_.insert(logits_.end(), fresh_rows.data.begin(), fresh_rows.data.end());
         computed_ = inner_.size();
@@ -115,6 +127,7 @@ private:
     int mirrored_ = 0;           // builder nodes copied into inner_
     bool fresh_ = true;
     long n_calls_ = 0;
+    double seconds_ = 0.0;
     std::vector<float> logits_;  // (computed_ - ..., V): rows of every scored inner node this step
     std::vector<float> out_;     // (nodes, V)
 };
@@ -132,5 +145,6 @@ struct NoProposer {
 
 static_assert(Proposer<ModelProposer<CpuModel>>);
 static_assert(Proposer<NoProposer>);
+static_assert(ScoresNodes<ModelProposer<CpuModel>>);
 
 }  // namespace specdec

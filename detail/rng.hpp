@@ -21,7 +21,7 @@ inline std::array<std::uint32_t, 4> philox4x32(std::array<std::uint32_t, 4> ctr,
 
 /// Which consumer draws: tree builders and acceptors read disjoint streams so that changing how a
 /// tree is drawn never shifts the acceptor's coins.
-enum class RngStream : std::uint32_t { kDraft = 1, kAccept = 2, kUser = 3 };
+enum class RngStream : std::uint32_t { kDraft = 1, kAccept = 2, kUser = 3, kCascade = 4 };
 
 /// The uniforms of one decoding step. `uniform(node, k)` is the k-th draw for tree node `node`.
 struct StepRng {

@@ -51,6 +51,40 @@ inline void add_children(Tree& tree, int node, std::span<const float> q, int k, 
     }
 }
 
+/// Up to `n` tokens from a token-drafting proposer, asking again while it yields (a cascade level
+/// yields one review's worth per call).
+template <DraftsTokens P>
+Draft draft_tokens(P& proposer, int n, const StepContext& ctx) {
+    Draft out;
+    std::vector<int> after;
+    while (static_cast<int>(out.size()) < n) {
+        Draft more = proposer.draft(after, n - static_cast<int>(out.size()), ctx);
+        if (more.empty()) break;
+        more.resize(std::min<std::size_t>(more.size(), n - out.size()));
+        for (DraftToken& t : more) {
+            after.push_back(t.token);
+            out.push_back(std::move(t));
+        }
+    }
+    return out;
+}
+
+/// Appends a drafted token under `parent`, recording its law so the acceptor can check and use it.
+/// Under sampling a deterministic token is recorded with q = one-hot: a draw from a point mass, which
+/// speculative sampling accepts with probability p(x) and which keeps it lossless.
+inline int add_drafted(Tree& tree, int parent, const DraftToken& t, const Sampling& sampling, int vocab) {
+    const float qx = t.q.empty() ? 1.0f : t.q[t.token];
+    if (sampling.greedy()) return tree.add(t.token, parent, qx, Draw::kTopK);
+    if (t.sampled) {
+        tree.set_child_dist(parent, t.q);
+    } else {
+        std::vector<float> one_hot(vocab, 0.0f);
+        one_hot[t.token] = 1.0f;
+        tree.set_child_dist(parent, one_hot);
+    }
+    return tree.add(t.token, parent, t.sampled ? qx : 1.0f, Draw::kSampledWithReplacement);
+}
+
 }  // namespace detail
 
 /// Drafts nothing: the tree is the pending root alone. With it the loop is autoregressive decoding.
@@ -69,7 +103,7 @@ struct KAryTree {
     std::vector<int> k_config;
     DrawPolicy draw = DrawPolicy::kTopK;
 
-    template <Proposer P>
+    template <ScoresNodes P>
     Tree build(P& proposer, int root_token, const StepContext& ctx) {
         for (std::size_t d = 0; d < k_config.size(); ++d)
             detail::require(k_config[d] >= 1, "tree_builder", [&] {
@@ -95,16 +129,25 @@ struct KAryTree {
 
 /// Vanilla speculative decoding's draft (Leviathan et al. 2023; Chen et al. 2023): gamma tokens in a
 /// chain, the drafter's argmax under greedy decoding and a draw from q under sampling, which is what
-/// SpeculativeSampling needs.
+/// SpeculativeSampling needs. A token-drafting proposer (a cascade) is asked for the gamma tokens and
+/// their laws instead.
 struct Chain {
     int gamma = 4;
 
     template <Proposer P>
     Tree build(P& proposer, int root_token, const StepContext& ctx) {
         detail::require(gamma >= 0, "tree_builder", [&] { return "Chain: gamma must be >= 0, got " + std::to_string(gamma); });
-        KAryTree k{std::vector<int>(gamma, 1),
-                   ctx.sampling.greedy() ? DrawPolicy::kTopK : DrawPolicy::kSampleWithReplacement};
-        return k.build(proposer, root_token, ctx);
+        if constexpr (ScoresNodes<P>) {
+            KAryTree k{std::vector<int>(gamma, 1),
+                       ctx.sampling.greedy() ? DrawPolicy::kTopK : DrawPolicy::kSampleWithReplacement};
+            return k.build(proposer, root_token, ctx);
+        } else {
+            Tree tree;
+            int last = tree.add_root(root_token);
+            for (const DraftToken& t : detail::draft_tokens(proposer, gamma, ctx))
+                last = detail::add_drafted(tree, last, t, ctx.sampling, proposer.vocab_size());
+            return tree;
+        }
     }
 };
 

@@ -14,52 +14,14 @@
 #include <unistd.h>
 #include <vector>
 
+#include "report.hpp"
 #include "specdec.hpp"
 
 using namespace specdec;
 
 namespace {
 
-struct Prompt {
-    std::string kind, text;
-};
-
-/// `count` prompts spread evenly over data/prompts.jsonl (one JSON object per line, held-out text).
-std::vector<Prompt> read_prompts(const std::string& path, int count) {
-    std::ifstream in(path);
-    if (!in) detail::fail("demo", "cannot open '" + path + "' (run from the repository root)");
-    std::vector<Prompt> all;
-    for (std::string line; std::getline(in, line);)
-        if (!line.empty()) {
-            const json::Value v = json::parse(line, path);
-            all.push_back({v.at("kind").as_string(), v.at("text").as_string()});
-        }
-    std::vector<Prompt> picked;
-    const std::size_t stride = std::max<std::size_t>(1, all.size() / std::max(count, 1));
-    for (std::size_t i = 0; i < all.size() && static_cast<int>(picked.size()) < count; i += stride) picked.push_back(all[i]);
-    return picked;
-}
-
-/// The generated text, with runs of accepted draft tokens marked.
-std::string marked(const Tokenizer& tok, const Generation& g, bool color) {
-    std::string out;
-    bool in_draft = false;
-    for (std::size_t i = 0; i < g.tokens.size(); ++i) {
-        const bool draft = g.token_depth[i] > 0;
-        if (draft != in_draft) out += draft ? (color ? "\033[32m" : "[") : (color ? "\033[0m" : "]");
-        in_draft = draft;
-        out += tok.decode(std::span<const int>(&g.tokens[i], 1));
-    }
-    if (in_draft) out += color ? "\033[0m" : "]";
-    return out;
-}
-
-template <class F>
-double seconds(F&& f) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
+using example::Prompt, example::read_prompts, example::marked, example::seconds;
 
 struct Totals {
     double t_plain = 0, t_spec = 0;  // seconds, timed rounds only

@@ -1,12 +1,58 @@
 // Printing shared by the examples (the library itself never prints).
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
+#include <vector>
 
 #include "specdec.hpp"
 
 namespace example {
+
+struct Prompt {
+    std::string kind, text;
+};
+
+/// `count` prompts spread evenly over data/prompts.jsonl (one JSON object per line, held-out text).
+inline std::vector<Prompt> read_prompts(const std::string& path, int count) {
+    std::ifstream in(path);
+    if (!in) specdec::detail::fail("demo", "cannot open '" + path + "' (run from the repository root)");
+    std::vector<Prompt> all;
+    for (std::string line; std::getline(in, line);)
+        if (!line.empty()) {
+            const specdec::json::Value v = specdec::json::parse(line, path);
+            all.push_back({v.at("kind").as_string(), v.at("text").as_string()});
+        }
+    std::vector<Prompt> picked;
+    const std::size_t stride = std::max<std::size_t>(1, all.size() / std::max(count, 1));
+    for (std::size_t i = 0; i < all.size() && static_cast<int>(picked.size()) < count; i += stride) picked.push_back(all[i]);
+    return picked;
+}
+
+/// The generated text, with runs of accepted draft tokens marked.
+inline std::string marked(const specdec::Tokenizer& tok, const specdec::Generation& g, bool color) {
+    std::string out;
+    bool in_draft = false;
+    for (std::size_t i = 0; i < g.tokens.size(); ++i) {
+        const bool draft = g.token_depth[i] > 0;
+        if (draft != in_draft) out += draft ? (color ? "\033[32m" : "[") : (color ? "\033[0m" : "]");
+        in_draft = draft;
+        out += tok.decode(std::span<const int>(&g.tokens[i], 1));
+    }
+    if (in_draft) out += color ? "\033[0m" : "]";
+    return out;
+}
+
+template <class F>
+double seconds(F&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 
 /// A random-weight target and a drafter that is the target plus noise. Until trained demo models ship
 /// (see README), this is what the lessons run on: acceptance is real and partial, but the drafter is

@@ -9,7 +9,12 @@
 //   ./build/train_demo tokenizer        models/tokenizer.json and build/data/{train,test}.bin
 //   ./build/train_demo model <name>     models/<name>/{config.json, model.safetensors, tokenizer.json,
 //                                       loss.svg, train_log.json} from models/<name>/train.json
+//   ./build/train_demo glide <name>     the same for a GLIDE drafter (glide-cape.txt §4.1) beside the
+//                                       frozen target: cross-entropy, block-wise cross-attention mask
+//   ./build/train_demo bigram           models/bigram.json: Max-Gram's fallback table (CS Drafting
+//                                       §3.3), each token's most frequent successor in the training text
 // scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -166,17 +171,127 @@ int make_model(const std::string& name) {
     return 0;
 }
 
+/// GLIDE's drafter (glide-cape.txt §4.1, App. A): trained from scratch with next-token cross-entropy
+/// while the frozen target supplies the KV cache its cross-attention reads, through the block-wise mask
+/// (blocks of L tokens see the target rows of earlier blocks only). "glide_cross_attention": false
+/// trains the paper's vanilla drafter (§5.2) with the same code, data, seed and steps.
+int make_glide(const std::string& name) {
+    // Step 1: hyperparameters, tokenizer, data, and the frozen target.
+    const fs::path dir = fs::path("models") / name;
+    const json::Value hp = json::parse(read_file(dir / "train.json"), (dir / "train.json").string());
+    const Tokenizer tok = Tokenizer::load("models/tokenizer.json");
+    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
+    const int block_length = static_cast<int>(hp.at("block_length").as_int());
+    const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
+    const CosineSchedule schedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
+                                  .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
+                                  .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
+                                  .total_steps = steps};
+    const std::string target_name = hp.find("target") ? hp.at("target").as_string() : "target";
+    ThreadPool pool(threads);
+    const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
+    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
+    const GlideConfig cfg = glide_config_for(config_from(hp.at("config"), tok.vocab_size()), target_ck.config,
+                                             hp.at("glide_cross_attention").as_bool());
+    const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
+    train_file.check_vocab(cfg.draft.vocab_size);
+    const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
+
+    // Step 2: the drafter, its optimizer, and the cross-attention masks: block-wise for training and
+    // held-out loss; "every earlier row" (the first draft after a verification) as a second figure.
+    TrainableGlide<float> model(cfg, random_glide_weights(cfg, seed, 0.02f), pool);
+    GlideAdamW optimizer(cfg, model.params(), AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())});
+    const std::vector<std::uint8_t> block_mask = glide_block_mask(T, T, block_length);
+    const std::vector<std::uint8_t> first_draft_mask = glide_inference_mask(T, T, T);
+    const std::size_t n_params = parameter_count(model.params(), cfg);
+    std::printf("%s: %zu parameters, %s, %d steps of %d x %d tokens (%.2f epochs of %zu), %d threads\n", name.c_str(),
+                n_params,
+                cfg.glide_cross_attention ? ("GLIDE reading " + target_name + "'s KV, block length " +
+                                             std::to_string(block_length)).c_str()
+                                          : "vanilla drafter (no cross-attention)",
+                steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), threads);
+
+    // Step 3: the loop; held-out loss 10 times (each evaluation runs the target too).
+    const int eval_every = std::max(1, steps / 10), eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
+    Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
+    ProgressLine progress(std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10});
+    double smooth = 0;
+    for (int step = 0; step < steps; ++step) {
+        if (step % eval_every == 0) {
+            const EvalResult e = evaluate_glide(model, target, test_file, test_range, T, eval_windows, B, block_mask);
+            held_out.xs.push_back(step), held_out.ys.push_back(e.loss);
+        }
+        const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
+        model.zero_grad();
+        const double loss = glide_batch(model, target, batch, block_mask, /*with_backward=*/true);
+        clip_grad_norm(model.grads(), cfg, 1.0);
+        optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
+        smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
+        train_curve.xs.push_back(step + 1), train_curve.ys.push_back(loss);
+        progress.update(step + 1, smooth, double(step + 1) * B * T);
+    }
+    progress.finish();
+    const EvalResult final_eval = evaluate_glide(model, target, test_file, test_range, T, eval_windows, B, block_mask);
+    held_out.xs.push_back(steps), held_out.ys.push_back(final_eval.loss);
+    const double seconds = progress.seconds_since_start();
+
+    // Step 4: the checkpoint (bf16), its tokenizer, the loss chart and a log, measured as shipped.
+    save_glide_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
+    fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token", std::vector<Series>{train_curve, held_out},
+                    ChartOptions{.x_label = "step", .y_label = "nats per token"});
+    const GlideCheckpoint back = load_glide_checkpoint(dir);
+    TrainableGlide<float> shipped(back.config, back.weights, pool);
+    const EvalResult bf16_eval = evaluate_glide(shipped, target, test_file, test_range, T, eval_windows, B, block_mask);
+    const EvalResult first_eval =
+        evaluate_glide(shipped, target, test_file, test_range, T, eval_windows, B, first_draft_mask);
+    json::Object log;
+    log.set("parameters", static_cast<std::int64_t>(n_params));
+    log.set("glide_cross_attention", cfg.glide_cross_attention);
+    log.set("target", target_name);
+    log.set("train_seconds", seconds);
+    log.set("train_tokens_per_second", double(steps) * B * T / seconds);
+    log.set("heldout_loss", bf16_eval.loss);  // block-wise mask, as trained
+    log.set("heldout_perplexity", bf16_eval.perplexity);
+    log.set("heldout_loss_first_draft", first_eval.loss);  // every query sees all earlier target rows
+    log.set("heldout_perplexity_first_draft", first_eval.perplexity);
+    log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
+    std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+    std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, block mask, bf16 checkpoint; float32 before "
+                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, wrote %s\n",
+                name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, first_eval.perplexity,
+                seconds, dir.string().c_str());
+    return 0;
+}
+
+/// Max-Gram's bigram table from the training token file (the paper uses Wikipedia bigrams).
+int make_bigram() {
+    const auto t0 = std::chrono::steady_clock::now();
+    const train::TokenFile corpus((kData / "train.bin").string());
+    const Bigram b = Bigram::build(corpus, Tokenizer::load("models/tokenizer.json").vocab_size());
+    b.save("models/bigram.json");
+    const long known = std::count_if(b.next.begin(), b.next.end(), [](int t) { return t >= 0; });
+    std::printf("bigram: %ld of %d tokens have a successor in %zu training tokens, %.2f s, wrote models/bigram.json\n",
+                known, b.vocab_size, corpus.size(),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
     const std::string what = argc > 1 ? argv[1] : "";
     if (what == "tokenizer") return make_tokenizer();
     if (what == "model" && argc > 2) return make_model(argv[2]);
-    std::fprintf(stderr, "usage: train_demo tokenizer | train_demo model <name>   (from the repository root)\n");
+    if (what == "glide" && argc > 2) return make_glide(argv[2]);
+    if (what == "bigram") return make_bigram();
+    std::fprintf(stderr, "usage: train_demo tokenizer | train_demo model <name> | train_demo glide <name> | train_demo bigram"
+                         "   (from the repository root)\n");
     return 2;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
 }
-// Run: bash scripts/train_models.sh (all), or the two commands above. Prints the sizes, a progress line
+// Run: bash scripts/train_models.sh (all), or the commands above. Prints the sizes, a progress line
 // with loss, tokens/s and ETA, and the held-out perplexity of each model; see README "Demo models".

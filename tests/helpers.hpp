@@ -1,6 +1,7 @@
 // Small models and statistics shared by the tests.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -58,5 +59,21 @@ ChiSquare chi_square(const std::map<Key, int>& observed, const std::map<Key, dou
     r.dof = cells - 1;
     return r;
 }
+
+/// A deterministic token drafter with no law (like Max-Gram): after token t it proposes (5t + 1) mod V,
+/// three tokens per call. Cheap, often wrong, sometimes right: acceptance is partial.
+struct Stepper {
+    int vocab = 64;
+    int per_call = 3;
+    int vocab_size() const { return vocab; }
+    void start(std::span<const int>) {}
+    void observe(const specdec::StepOutcome&) {}
+    specdec::Draft draft(std::span<const int> after, int limit, const specdec::StepContext& ctx) {
+        int last = after.empty() ? ctx.tokens.back() : after.back();
+        specdec::Draft d;
+        for (int i = 0; i < std::min(limit, per_call); ++i) d.push_back({last = (5 * last + 1) % vocab, {}, false});
+        return d;
+    }
+};
 
 }  // namespace test

@@ -39,7 +39,7 @@ TEST_CASE("a good methods file parses into one spec per entry, strings turned in
     CHECK(m[2].draw == DrawPolicy::kSampleWithoutReplacement);
     CHECK(m[3].draw == DrawPolicy::kTopK);
     CHECK(m[3].drafter == "mid");
-    CHECK(tree_nodes(m[2].k_config) == 4 + 8 + 16 + 16);
+    CHECK(draft_nodes(m[2]) == 4 + 8 + 16 + 16);
 }
 
 TEST_CASE("the shipped methods.json parses and holds the baseline, both drafters and a tree", "[bench]") {
@@ -93,6 +93,44 @@ TEST_CASE("a bad methods entry is an error naming the file, the entry and the fi
         CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "sd", "method": "chain", "drafter": "small", "gamma": 0})"), "m.json"),
                           Contains("field 'gamma'") && Contains("value 0"));
     }
+}
+
+TEST_CASE("cascade and expanded entries: CS Drafting's K-matrix and CAPE's sizes", "[bench]") {
+    using Catch::Contains;
+    const std::vector<MethodSpec> m = parse_methods(with_entry(R"(
+        {"name": "cs", "method": "cascade", "drafters": ["mid", "small", "maxgram"],
+         "k_matrix": [[2, 4, 3], [0, 1, 10], [0, 0, 10]], "lenience": 3},
+        {"name": "cs tree", "method": "cascade", "drafters": ["mid", "maxgram"], "k_matrix": [[1, 3], [0, 1]], "children": 8},
+        {"name": "cape", "method": "expanded", "drafter": "glide", "gamma": 5, "expansion": "cape"},
+        {"name": "fixed", "method": "expanded", "drafter": "glide", "gamma": 5, "expansion": 4, "max_drafts": 24})"), "m.json");
+    REQUIRE(m.size() == 5);
+    CHECK(m[1].kind == MethodKind::kCascade);
+    CHECK(m[1].drafters == std::vector<std::string>{"mid", "small", "maxgram"});
+    CHECK(m[1].k_matrix[1] == std::vector<int>{0, 1, 10});
+    CHECK(m[1].lenience == 3.0);
+    CHECK(draft_nodes(m[1]) == 12);  // mid's review: 11 proposals + its own token
+    CHECK(m[2].children == 8);
+    CHECK(m[2].sizes(0.5f) == 7);
+    CHECK(m[3].kind == MethodKind::kExpanded);
+    CHECK(m[3].sizes(0.5f) == 5);  // CAPE's 7/5/3/1
+    CHECK(m[4].sizes(0.5f) == 4);
+    CHECK(m[4].max_drafts == 24);
+
+    const auto cascade = [](const std::string& fields) {
+        return with_entry(R"({"name": "c", "method": "cascade", )" + fields + "}");
+    };
+    CHECK_THROWS_WITH(parse_methods(cascade(R"("drafters": ["mid", "small"], "k_matrix": [[1, 1], [0, 1]])"), "m.json"),
+                      Contains("field 'drafters'") && Contains("\"maxgram\""));
+    CHECK_THROWS_WITH(parse_methods(cascade(R"("drafters": ["mid", "maxgram"], "k_matrix": [[1, 1], [2, 1]])"), "m.json"),
+                      Contains("field 'k_matrix'") && Contains("[1][0] = 2 lies below the diagonal"));
+    CHECK_THROWS_WITH(parse_methods(cascade(R"("drafters": ["mid", "maxgram"], "k_matrix": [[1]])"), "m.json"),
+                      Contains("field 'k_matrix'") && Contains("1 rows for 2 drafters"));
+    CHECK_THROWS_WITH(parse_methods(cascade(R"("drafters": ["mid", "maxgram"], "k_matrix": [[1, 1], [0, 1]], "lenience": 2)"), "m.json"),
+                      Contains("field 'lenience'") && Contains("App. B"));
+    CHECK_THROWS_WITH(parse_methods(cascade(R"("drafters": ["a", "b", "maxgram"], "k_matrix": [[1, 1, 1], [0, 1, 1], [0, 0, 1]], "lenience": 0.5)"), "m.json"),
+                      Contains("field 'lenience'") && Contains("outside [1"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "e", "method": "expanded", "drafter": "g", "gamma": 5, "expansion": "beam"})"), "m.json"),
+                      Contains("field 'expansion'") && Contains("\"beam\""));
 }
 
 TEST_CASE("a methods file must be a list with exactly one autoregressive baseline and unique names", "[bench]") {

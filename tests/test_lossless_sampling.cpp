@@ -42,11 +42,10 @@ std::map<std::pair<int, int>, double> exact_two_tokens(CpuModel& target, const s
     return out;
 }
 
-template <class Builder, class Acc>
-std::map<std::pair<int, int>, int> observed_two_tokens(Models& m, Builder builder, Acc acceptor,
+template <class P, class Builder, class Acc>
+std::map<std::pair<int, int>, int> observed_two_tokens(Models& m, P& proposer, Builder builder, Acc acceptor,
                                                        const std::vector<int>& prompt, const Sampling& s) {
     std::map<std::pair<int, int>, int> counts;
-    ModelProposer proposer(m.draft);
     TreeVerifier verifier;
     for (int seed = 0; seed < kRuns; ++seed) {
         const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
@@ -73,12 +72,20 @@ struct AcceptEverything {
     }
 };
 
-template <class Builder, class Acc>
-test::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling& s) {
+test::Stepper g_stepper{.vocab = kVocab, .per_call = 2};
+
+/// The drafter of most compositions: the perturbed model, scoring the builder's nodes.
+struct PlainDrafter {
+    ModelProposer<CpuModel> operator()(Models& m) const { return ModelProposer(m.draft); }
+};
+
+template <class Builder, class Acc, class MakeProposer = PlainDrafter>
+test::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling& s, MakeProposer make = {}) {
     Models m;
     const std::vector<int> prompt{1, 4, 2};
     const auto expected = exact_two_tokens(m.target, prompt, s);
-    const auto observed = observed_two_tokens(m, builder, acceptor, prompt, s);
+    auto proposer = make(m);
+    const auto observed = observed_two_tokens(m, proposer, builder, acceptor, prompt, s);
     const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
     REQUIRE(r.dof >= 8);  // enough populated cells that the test means something
     return r;
@@ -106,6 +113,25 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
     }
     SECTION("top-k tree + SampleAndMatch") {
         const auto r = check_composition(KAryTree{{2, 2}, DrawPolicy::kTopK}, SampleAndMatch{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("CAPE tree (greedy chain + confidence-sized leaves) + SampleAndMatch") {
+        const auto r = check_composition(ExpandedChain{.gamma = 3, .sizes = {{0.5f, 1.0f}, {3, 1}}}, SampleAndMatch{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("a cascade (drafter reviewing a deterministic drafter, lenience 3) + SpeculativeSampling") {
+        // CS Drafting's vertical cascade: the drafter reviews leniently, so its tokens do NOT follow its
+        // own distribution; each carries the law it was drawn from, which keeps the target exact.
+        const auto r = check_composition(Chain{.gamma = 3}, SpeculativeSampling{}, s, [](Models& m) {
+            return Review(m.draft, g_stepper, ReviewOptions{.budget = 3, .lenience = {3.0}});
+        });
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
+    SECTION("a deterministic token drafter (q = one-hot, like Max-Gram) + SpeculativeSampling") {
+        const auto r = check_composition(Chain{.gamma = 3}, SpeculativeSampling{}, s, [](Models&) { return g_stepper; });
         CAPTURE(r.statistic, r.dof);
         CHECK(r.statistic < test::chi_square_critical(r.dof));
     }

@@ -38,11 +38,12 @@ struct MethodResult {
     Spread speedup;               // per repeat: autoregressive walltime / this method's walltime
     double target_call_s = NAN;   // median seconds of one target forward of the autoregressive baseline (1 token)
     double verify_s = NAN;        // median seconds of this method's verification (one target forward over its tree)
-    double draft_call_s = NAN;    // median seconds of one drafter forward (a step's draft time / its calls)
+    double draft_call_s = NAN;    // mean seconds of one drafter forward, over every drafter model's calls
     double swi_params = NAN;      // standardized walltime improvement, cost = matrix parameters per forward
-    double swi_measured = NAN;    // the same with measured seconds as costs: target_call_s and draft_call_s
+    double swi_measured = NAN;    // the same with measured seconds as costs: target_call_s and each model's mean
     double expected_speedup = NAN;  // chains: (1 - a^(g+1)) / ((1 - a)(g c + 1)), a = alpha_token,
                                     // c = draft_call_s / target_call_s
+    std::vector<std::pair<std::string, long>> calls_per_model;  // drafter forwards per model folder, all timed runs
     std::vector<long> tau_hist;   // [k]: steps that yielded k tokens (accepted drafts + bonus), k >= 1
     bool exact_check = false;     // greedy: outputs compared token for token with autoregressive
     int n_compared = 0;           // prompts compared (over all repeats)

@@ -29,6 +29,8 @@ enum class MethodKind {
     kAutoregressive,  // the target alone, one token per forward: the baseline of speedup and losslessness
     kChain,           // vanilla SD (Leviathan et al. 2023; Chen et al. 2023): a chain of gamma drafts
     kTree,            // a k-ary token tree (SpecInfer; MCSD's k-config)
+    kExpanded,        // a chain with extra candidates beside it (GLIDE's CAPE, or a fixed number)
+    kCascade,         // CS Drafting (Chen et al. 2024): reviewing drafters down to Max-Gram, a K-matrix
 };
 
 struct MethodSpec {
@@ -38,8 +40,17 @@ struct MethodSpec {
     int gamma = 0;               // chain: drafts per step
     std::vector<int> k_config;   // tree: children per node at each depth, e.g. (4, 2, 2, 1)
     DrawPolicy draw = DrawPolicy::kTopK;  // tree: how siblings are drawn from the draft distribution q
+    ExpansionSizes sizes;        // expanded (and cascade with "children"): extra candidates per position
+    int max_drafts = 32;         // expanded, cascade: cap on draft nodes verified per step
+    std::vector<std::string> drafters;       // cascade: largest first, "maxgram" last
+    std::vector<std::vector<int>> k_matrix;  // cascade: CS Drafting's K-matrix, one row/column per drafter
+    double lenience = 1.0;       // cascade: between the neural drafters (never at the target, App. B)
+    int children = 0;            // cascade: 0 = a chain; n = n children of each lead node (the paper's 8)
     std::string about;           // free text for the report
 };
+
+/// The drafter name that means Max-Gram (models/bigram.json), not a model folder.
+inline constexpr const char* kMaxGramName = "maxgram";
 
 /// Limits that keep a configuration inside the models' scratch space (ModelOptions::max_tree_nodes
 /// is 256 by default; the root and a drafter's catch-up chain need room too).
@@ -51,8 +62,34 @@ inline const char* method_name(MethodKind k) {
         case MethodKind::kAutoregressive: return "autoregressive";
         case MethodKind::kChain: return "chain";
         case MethodKind::kTree: return "tree";
+        case MethodKind::kExpanded: return "expanded";
+        case MethodKind::kCascade: return "cascade";
     }
     return "?";
+}
+
+/// Draft nodes one verification may hold for this method (sizes the models' scratch space).
+inline long draft_nodes(const MethodSpec& m) {
+    switch (m.kind) {
+        case MethodKind::kAutoregressive: return 0;
+        case MethodKind::kChain: return m.gamma;
+        case MethodKind::kTree: {
+            long total = 0, level = 1;
+            for (int k : m.k_config) total += (level *= k);
+            return total;
+        }
+        case MethodKind::kExpanded: return m.max_drafts;
+        case MethodKind::kCascade: {
+            long widest = 0;  // the top draft, or one review's proposal + its bonus
+            for (std::size_t r = 0; r < m.k_matrix.size(); ++r) {
+                long row = 0;
+                for (int b : m.k_matrix[r]) row += b;
+                widest = std::max(widest, row + 1);
+            }
+            return m.children > 0 ? std::max<long>(widest, m.max_drafts) : widest;
+        }
+    }
+    return 0;
 }
 
 inline const char* draw_name(DrawPolicy d) {
@@ -64,12 +101,6 @@ inline const char* draw_name(DrawPolicy d) {
     return "?";
 }
 
-/// Draft nodes of a k-ary tree: k0 + k0 k1 + k0 k1 k2 + ...
-inline long tree_nodes(const std::vector<int>& k_config) {
-    long total = 0, level = 1;
-    for (int k : k_config) total += (level *= k);
-    return total;
-}
 
 namespace parsing {
 
@@ -107,6 +138,23 @@ public:
         return static_cast<int>(n);
     }
 
+    double number(const char* field, const json::Value& f, double lo, double hi) const {
+        if (!f.is_number()) fail(field, std::string("expected a number, got ") + json::kind_name(f.kind()));
+        const double x = f.as_double();
+        if (!(x >= lo && x <= hi)) fail(field, "value " + std::to_string(x) + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+        return x;
+    }
+
+    std::vector<int> integers(const std::string& field, const json::Value& f, int lo, int hi) const {
+        if (!f.is_array() || f.as_array().empty()) fail(field, "expected a non-empty array of integers");
+        std::vector<int> out;
+        for (std::size_t i = 0; i < f.as_array().size(); ++i) {
+            const std::string name = field + "[" + std::to_string(i) + "]";
+            out.push_back(integer(name.c_str(), f.as_array()[i], lo, hi));
+        }
+        return out;
+    }
+
     void set_name(std::string name) { name_ = std::move(name); }
 
 private:
@@ -120,7 +168,9 @@ inline MethodKind parse_kind(const EntryReader& r, const std::string& s) {
     if (s == "autoregressive") return MethodKind::kAutoregressive;
     if (s == "chain") return MethodKind::kChain;
     if (s == "tree") return MethodKind::kTree;
-    r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree");
+    if (s == "expanded") return MethodKind::kExpanded;
+    if (s == "cascade") return MethodKind::kCascade;
+    r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade");
 }
 
 inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s) {
@@ -137,7 +187,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
     m.name = r.string("name", r.need("name", "every entry is named"));
     if (m.name.empty()) r.fail("name", "is empty");
     r.set_name(m.name);
-    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain or tree")));
+    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded or cascade")));
 
     // Which fields each method takes; anything else is a typo or a field of another method.
     std::set<std::string> allowed{"name", "method", "about"};
@@ -145,31 +195,83 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
         case MethodKind::kAutoregressive: break;
         case MethodKind::kChain: allowed.insert({"drafter", "gamma"}); break;
         case MethodKind::kTree: allowed.insert({"drafter", "k_config", "draw"}); break;
+        case MethodKind::kExpanded: allowed.insert({"drafter", "gamma", "expansion", "max_drafts"}); break;
+        case MethodKind::kCascade: allowed.insert({"drafters", "k_matrix", "lenience", "children", "max_drafts"}); break;
     }
     for (const json::Member& f : v.as_object())
         if (!allowed.count(f.key))
             r.fail(f.key, std::string("not a field of method '") + method_name(m.kind) + "'");
     if (const json::Value* a = r.find("about")) m.about = r.string("about", *a);
 
-    if (m.kind == MethodKind::kAutoregressive) return m;
-    m.drafter = r.string("drafter", r.need("drafter", "the drafter's model folder under --models, e.g. \"small\""));
-    if (m.drafter.empty() || m.drafter.find('/') != std::string::npos || m.drafter == "." || m.drafter == "..")
-        r.fail("drafter", "\"" + m.drafter + "\" is not a folder name under --models");
-    if (m.kind == MethodKind::kChain) {
-        m.gamma = r.integer("gamma", r.need("gamma", "drafts per step"), 1, kMaxGamma);
-        return m;
+    const auto folder = [&](const char* field, const std::string& name) {
+        if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+            r.fail(field, "\"" + name + "\" is not a folder name under --models");
+        return name;
+    };
+    if (const json::Value* d = r.find("max_drafts")) m.max_drafts = r.integer("max_drafts", *d, 1, kMaxTreeNodes);
+    switch (m.kind) {
+        case MethodKind::kAutoregressive: return m;
+        case MethodKind::kChain:
+            m.drafter = folder("drafter", r.string("drafter", r.need("drafter", "the drafter's model folder under --models, e.g. \"small\"")));
+            m.gamma = r.integer("gamma", r.need("gamma", "drafts per step"), 1, kMaxGamma);
+            return m;
+        case MethodKind::kTree: {
+            m.drafter = folder("drafter", r.string("drafter", r.need("drafter", "the drafter's model folder under --models, e.g. \"small\"")));
+            m.k_config = r.integers("k_config", r.need("k_config", "children per node at each depth, e.g. [4, 2, 2, 1]"), 1, 64);
+            if (draft_nodes(m) > kMaxTreeNodes)
+                r.fail("k_config", "the tree has " + std::to_string(draft_nodes(m)) + " draft nodes, more than " +
+                                       std::to_string(kMaxTreeNodes) + " fit in one verification");
+            m.draw = parse_draw(r, r.string("draw", r.need("draw", "topk, with_replacement or without_replacement")));
+            return m;
+        }
+        case MethodKind::kExpanded: {
+            m.drafter = folder("drafter", r.string("drafter", r.need("drafter", "the drafter's model folder under --models")));
+            m.gamma = r.integer("gamma", r.need("gamma", "chain drafts per step"), 1, m.max_drafts);
+            const json::Value& e = r.need("expansion", "\"cape\" (7/5/3/1 by confidence) or an integer (a fixed number)");
+            if (e.is_string()) {
+                if (e.as_string() != "cape") r.fail("expansion", "unknown expansion \"" + e.as_string() + "\"; known: \"cape\" or an integer");
+            } else {
+                m.sizes = ExpansionSizes::fixed(r.integer("expansion", e, 0, 64));
+            }
+            return m;
+        }
+        case MethodKind::kCascade: {
+            const json::Value& d = r.need("drafters", "largest first, \"maxgram\" last, e.g. [\"mid\", \"small\", \"maxgram\"]");
+            if (!d.is_array()) r.fail("drafters", "expected an array of drafter names");
+            for (std::size_t i = 0; i < d.as_array().size(); ++i) {
+                const std::string field = "drafters[" + std::to_string(i) + "]";
+                m.drafters.push_back(folder(field.c_str(), r.string(field.c_str(), d.as_array()[i])));
+            }
+            if (m.drafters.size() < 2 || m.drafters.size() > 3 || m.drafters.back() != kMaxGramName ||
+                std::count(m.drafters.begin(), m.drafters.end(), std::string(kMaxGramName)) != 1)
+                r.fail("drafters", "expected one or two model folders, largest first, then \"maxgram\"");
+            const json::Value& k = r.need("k_matrix", "CS Drafting's K-matrix, one row and column per drafter");
+            if (!k.is_array()) r.fail("k_matrix", "expected an array of rows");
+            for (std::size_t i = 0; i < k.as_array().size(); ++i)
+                m.k_matrix.push_back(r.integers("k_matrix[" + std::to_string(i) + "]", k.as_array()[i], 0, kMaxGamma));
+            try {
+                KMatrix{m.k_matrix}.validate();
+            } catch (const specdec::error& err) {
+                r.fail("k_matrix", err.what());
+            }
+            if (static_cast<std::size_t>(KMatrix{m.k_matrix}.size()) != m.drafters.size())
+                r.fail("k_matrix", "has " + std::to_string(m.k_matrix.size()) + " rows for " +
+                                       std::to_string(m.drafters.size()) + " drafters");
+            if (const json::Value* l = r.find("lenience")) {
+                if (m.drafters.size() != 3)
+                    r.fail("lenience", "applies between two neural drafters only (CS Drafting App. B); this cascade has one");
+                m.lenience = r.number("lenience", *l, 1.0, 1e6);
+            }
+            if (const json::Value* c = r.find("children")) {
+                m.children = r.integer("children", *c, 0, 64);
+                if (m.children > 0) m.sizes = ExpansionSizes::fixed(m.children - 1);
+            }
+            if (draft_nodes(m) > kMaxTreeNodes)
+                r.fail("k_matrix", "drafts " + std::to_string(draft_nodes(m)) + " nodes, more than " +
+                                       std::to_string(kMaxTreeNodes) + " fit in one verification");
+            return m;
+        }
     }
-    const json::Value& k = r.need("k_config", "children per node at each depth, e.g. [4, 2, 2, 1]");
-    if (!k.is_array() || k.as_array().empty())
-        r.fail("k_config", "expected a non-empty array of integers >= 1, e.g. [4, 2, 2, 1]");
-    for (std::size_t d = 0; d < k.as_array().size(); ++d) {
-        const std::string field = "k_config[" + std::to_string(d) + "]";
-        m.k_config.push_back(r.integer(field.c_str(), k.as_array()[d], 1, 64));
-    }
-    if (tree_nodes(m.k_config) > kMaxTreeNodes)
-        r.fail("k_config", "the tree has " + std::to_string(tree_nodes(m.k_config)) + " draft nodes, more than " +
-                               std::to_string(kMaxTreeNodes) + " fit in one verification");
-    m.draw = parse_draw(r, r.string("draw", r.need("draw", "topk, with_replacement or without_replacement")));
     return m;
 }
 

@@ -92,6 +92,27 @@ inline std::string describe(const MethodSpec& m) {
             for (std::size_t i = 0; i < m.k_config.size(); ++i) k += (i ? "," : "") + std::to_string(m.k_config[i]);
             return "tree (" + k + "), drafter " + m.drafter + ", " + draw_name(m.draw);
         }
+        case MethodKind::kExpanded:
+            return "chain + expansions, drafter " + m.drafter + ", gamma " + std::to_string(m.gamma) +
+                   (m.sizes.sizes.size() == 1 ? ", " + std::to_string(m.sizes.sizes[0]) + " extra per position"
+                                              : std::string(", CAPE sizes"));
+        case MethodKind::kCascade: {
+            std::string d, k;
+            for (std::size_t i = 0; i < m.drafters.size(); ++i) {
+                if (i > 0) d += " <- ";
+                d += m.drafters[i];
+            }
+            for (std::size_t r = 0; r < m.k_matrix.size(); ++r) {
+                k += r ? ",[" : "[";
+                for (std::size_t c = 0; c < m.k_matrix[r].size(); ++c) {
+                    if (c > 0) k += ",";
+                    k += std::to_string(m.k_matrix[r][c]);
+                }
+                k += "]";
+            }
+            return "cascade target <- " + d + ", K [" + k + "]" + (m.lenience > 1 ? strf(", l %g", m.lenience) : "") +
+                   (m.children > 0 ? ", " + std::to_string(m.children) + " children per lead node" : "");
+        }
     }
     return "";
 }

@@ -55,11 +55,13 @@ struct Args {
     std::vector<float> temperatures{0.0f, 1.0f};
     fs::path out = "build/bench";
     std::uint64_t seed = 1;
+    std::string split = "all";   // all | val (even lines of the prompts file) | test (odd lines)
 };
 
 constexpr const char* kUsage =
     "usage: specdec_bench [--methods FILE] [--models DIR] [--prompts FILE] [--n-prompts N] [--max-new N]\n"
-    "                     [--repeats R] [--threads N] [--temperatures 0,1] [--out DIR] [--seed S]\n";
+    "                     [--repeats R] [--threads N] [--temperatures 0,1] [--out DIR] [--seed S]\n"
+    "                     [--split all|val|test]   (val: even lines of the prompts file, test: odd lines)\n";
 
 int to_int(const std::string& flag, const std::string& v, int lo) {
     char* end = nullptr;
@@ -103,6 +105,11 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--temperatures") a.temperatures = to_temperatures(v);
         else if (flag == "--out") a.out = v;
         else if (flag == "--seed") a.seed = static_cast<std::uint64_t>(to_int(flag, v, 0));
+        else if (flag == "--split") {
+            if (v != "all" && v != "val" && v != "test")
+                detail::fail("bench", "argument --split = '" + v + "': expected all, val or test");
+            a.split = v;
+        }
         else detail::fail("bench", "unknown argument '" + flag + "'\n" + kUsage);
     }
     return a;
@@ -116,16 +123,20 @@ struct Prompt {
 };
 
 /// Reads prompts.jsonl ({"id", "kind", "text"} per line) and takes `n` of them round-robin over the
-/// kinds in order of first appearance, so each kind is equally represented (±1).
-std::vector<Prompt> load_prompts(const fs::path& path, int n, const Tokenizer& tok) {
+/// kinds in order of first appearance, so each kind is equally represented (±1). `split` keeps every
+/// prompt ("all"), the even-numbered ones ("val": where hyperparameters are searched) or the odd ones
+/// ("test": where the chosen ones are reported).
+std::vector<Prompt> load_prompts(const fs::path& path, int n, const Tokenizer& tok, const std::string& split) {
     std::ifstream in(path);
     detail::require(static_cast<bool>(in), "bench", [&] { return path.string() + ": cannot open the prompts file"; });
     std::vector<std::string> kinds;
     std::map<std::string, std::vector<Prompt>> by_kind;
-    int line_no = 0;
+    int line_no = 0, n_read = 0;
     for (std::string line; std::getline(in, line);) {
         ++line_no;
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        const bool even = n_read++ % 2 == 0;
+        if ((split == "val" && !even) || (split == "test" && even)) continue;
         const json::Value v = json::parse(line, path.string() + ":" + std::to_string(line_no));
         Prompt p{v.at("id").as_string(), v.at("kind").as_string(), v.at("text").as_string(), {}};
         p.tokens = tok.encode(p.text);
@@ -159,32 +170,78 @@ long matrix_params(const Config& c) {
 
 struct Models {
     std::unique_ptr<CpuModel> target;
-    std::map<std::string, std::unique_ptr<CpuModel>> drafters;
+    std::map<std::string, std::unique_ptr<CpuModel>> drafters;               // Llama drafters
+    std::map<std::string, std::unique_ptr<GlideModel<CpuModel>>> glides;     // GLIDE drafters (read the target's KV)
+    std::unique_ptr<Bigram> bigram;                                           // Max-Gram's table, when a cascade needs it
     std::vector<ModelInfo> info;  // target first
+
+    /// The folder name of a drafter model object (for per-model call counts).
+    const ModelInfo& info_of(const void* model) const {
+        for (const auto& [name, m] : drafters)
+            if (m.get() == model) return find(name);
+        for (const auto& [name, m] : glides)
+            if (m.get() == model) return find(name);
+        detail::fail("bench", "a proposer reported calls of a model the harness did not load");
+    }
+    const ModelInfo& find(const std::string& name) const {
+        for (const ModelInfo& i : info)
+            if (i.name == name) return i;
+        detail::fail("bench", "no model named '" + name + "' loaded");
+    }
 };
 
+/// Names of the model folders a method reads (Max-Gram excluded).
+std::vector<std::string> drafter_names(const MethodSpec& m) {
+    std::vector<std::string> out;
+    if (!m.drafter.empty()) out.push_back(m.drafter);
+    for (const std::string& d : m.drafters)
+        if (d != kMaxGramName) out.push_back(d);
+    return out;
+}
+
 /// load_checkpoint reads every tensor into heap vectors (not a file mapping): the measured memory is
-/// ordinary memory, and the warm-up generations touch every page before timing.
+/// ordinary memory, and the warm-up generations touch every page before timing. A folder whose
+/// config.json has GLIDE's fields holds a GLIDE drafter, built next to the loaded target.
 Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, ThreadPool& pool, int max_tree_nodes) {
     const ModelOptions opt{.max_tree_nodes = max_tree_nodes, .pool = &pool};
     Models m;
-    const auto load = [&](const std::string& name, const std::string& why) {
+    const auto need = [&](const std::string& name, const std::string& why) {
         if (!fs::exists(dir / name / "config.json"))
             detail::fail("bench", (dir / name).string() + ": no model here (no config.json), needed " + why +
                                       "; hint: scripts/train_models.sh trains the demo models, --models DIR reads others");
-        Checkpoint ck = load_checkpoint(dir / name);
-        m.info.push_back({name, ck.config, matrix_params(ck.config)});
-        return std::make_unique<CpuModel>(ck.config, std::move(ck.weights), opt);
     };
-    m.target = load("target", "as the target of every method");
-    for (const MethodSpec& s : methods)
-        if (!s.drafter.empty() && !m.drafters.count(s.drafter)) {
-            m.drafters[s.drafter] = load(s.drafter, "as the drafter of method '" + s.name + "'");
-            detail::require(m.drafters[s.drafter]->vocab_size() == m.target->vocab_size(), "bench", [&] {
-                return (dir / s.drafter).string() + ": vocab_size " + std::to_string(m.drafters[s.drafter]->vocab_size()) +
-                       " differs from the target's " + std::to_string(m.target->vocab_size()) + " (method '" + s.name + "')";
-            });
+    need("target", "as the target of every method");
+    Checkpoint t = load_checkpoint(dir / "target");
+    m.info.push_back({"target", t.config, matrix_params(t.config)});
+    m.target = std::make_unique<CpuModel>(t.config, std::move(t.weights), opt);
+    for (const MethodSpec& s : methods) {
+        for (const std::string& name : drafter_names(s)) {
+            if (m.drafters.count(name) || m.glides.count(name)) continue;
+            need(name, "as a drafter of method '" + s.name + "'");
+            const json::Value cfg = json::parse(detail::read_text_file(dir / name / "config.json", "bench"),
+                                                (dir / name / "config.json").string());
+            if (cfg.find("glide_cross_attention") != nullptr) {
+                GlideCheckpoint g = load_glide_checkpoint(dir / name);
+                const Config shape = g.config.draft;
+                m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
+                m.info.push_back({name, shape, matrix_params(shape)});
+            } else {
+                Checkpoint ck = load_checkpoint(dir / name);
+                detail::require(ck.config.vocab_size == m.target->vocab_size(), "bench", [&] {
+                    return (dir / name).string() + ": vocab_size " + std::to_string(ck.config.vocab_size) +
+                           " differs from the target's " + std::to_string(m.target->vocab_size()) + " (method '" + s.name + "')";
+                });
+                m.info.push_back({name, ck.config, matrix_params(ck.config)});
+                m.drafters[name] = std::make_unique<CpuModel>(ck.config, std::move(ck.weights), opt);
+            }
         }
+        if (s.kind == MethodKind::kCascade && !m.bigram) {
+            if (!fs::exists(dir / "bigram.json"))
+                detail::fail("bench", (dir / "bigram.json").string() + ": Max-Gram's bigram table is missing, needed by method '" +
+                                          s.name + "'; hint: ./build/release/train_demo bigram writes it");
+            m.bigram = std::make_unique<Bigram>(Bigram::load(dir / "bigram.json", m.target->vocab_size()));
+        }
+    }
     return m;
 }
 
@@ -195,48 +252,91 @@ Tokenizer load_tokenizer(const fs::path& models) {
 
 // ---- the methods: each a composition of policies -------------------------------------------------------
 
-Generation run_autoregressive(CpuModel& target, std::span<const int> prompt, const GenerateOptions& opts) {
-    return autoregressive_generate(target, prompt, opts);
-}
+/// One generation and what each drafter model spent on it.
+struct Run {
+    Generation g;
+    std::vector<DrafterUsage> usage;
+};
 
-/// Vanilla SD: greedy match at T = 0, speculative sampling (Leviathan et al. 2023, Alg. 1) at T > 0.
-Generation run_chain(const MethodSpec& m, CpuModel& target, CpuModel& drafter, std::span<const int> prompt,
-                     const GenerateOptions& opts) {
-    ModelProposer proposer(drafter);
-    Chain builder{.gamma = m.gamma};
+/// The acceptor for a method's tree: greedy match at T = 0; at T > 0 speculative sampling for a chain
+/// of sampled drafts (Leviathan et al. 2023, Alg. 1), multi-draft sampling for sampled siblings
+/// (SpecInfer, MCSD), sample-and-match for deterministic siblings (which MultiDraftSampling refuses:
+/// q is not their law).
+enum class TreeKind { kChain, kSampledTree, kDeterministicTree };
+
+template <class P, class B>
+Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<const int> prompt, const GenerateOptions& opts) {
     TreeVerifier verifier;
-    if (opts.sampling.greedy()) {
-        GreedyMatch acceptor;
-        return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+    const auto go = [&](auto acceptor) {
+        Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+        std::vector<DrafterUsage> usage;
+        if constexpr (requires { proposer.usage(); }) usage = proposer.usage();
+        return Run{std::move(g), std::move(usage)};
+    };
+    if (opts.sampling.greedy()) return go(GreedyMatch{});
+    switch (kind) {
+        case TreeKind::kChain: return go(SpeculativeSampling{});
+        case TreeKind::kSampledTree: return go(MultiDraftSampling{});
+        case TreeKind::kDeterministicTree: break;
     }
-    SpeculativeSampling acceptor;
-    return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+    return go(SampleAndMatch{});
 }
 
-/// A k-ary tree: greedy match at T = 0; at T > 0 multi-draft sampling for sampled siblings (SpecInfer,
-/// MCSD), sample-and-match for top-k siblings (which MultiDraftSampling refuses: q is not their law).
-Generation run_tree(const MethodSpec& m, CpuModel& target, CpuModel& drafter, std::span<const int> prompt,
-                    const GenerateOptions& opts) {
-    ModelProposer proposer(drafter);
-    KAryTree builder{.k_config = m.k_config, .draw = m.draw};
-    TreeVerifier verifier;
-    if (opts.sampling.greedy()) {
-        GreedyMatch acceptor;
-        return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
-    }
-    if (m.draw == DrawPolicy::kTopK) {
-        SampleAndMatch acceptor;
-        return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
-    }
-    MultiDraftSampling acceptor;
-    return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+/// Calls f with the named drafter model, whichever kind it is.
+template <class F>
+Run with_drafter(Models& models, const std::string& name, F&& f) {
+    if (auto it = models.glides.find(name); it != models.glides.end()) return f(*it->second);
+    return f(*models.drafters.at(name));
 }
 
-Generation run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+/// CS Drafting (Chen et al. 2024, Algorithm 1) from the K-matrix: row r holds the budgets of drafters
+/// r..n-1 in the call where drafter r-1 reviews (row 0: the target). Max-Gram proposes 10 tokens per
+/// call (App. B); lenience applies only where a neural drafter reviews another (App. B).
+Run run_cascade(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+    const KMatrix K{m.k_matrix};
+    MaxGram mag(*models.bigram);
+    CpuModel& d1 = *models.drafters.at(m.drafters[0]);
+    const auto top_level = [&](auto& top) {
+        if (m.children > 0)
+            return run_with(*models.target, top, ExpandedChain{.gamma = K.row_sum(0), .sizes = m.sizes, .max_drafts = m.max_drafts},
+                            TreeKind::kDeterministicTree, prompt, opts);
+        return run_with(*models.target, top, Chain{.gamma = K.row_sum(0)}, TreeKind::kChain, prompt, opts);
+    };
+    if (m.drafters.size() == 2) {  // target <- d1 <- Max-Gram
+        Review l1(d1, mag, {.budget = K.k[1][1]});
+        Horizontal top(K.row(0), l1, mag);
+        return top_level(top);
+    }
+    CpuModel& d2 = *models.drafters.at(m.drafters[1]);  // target <- d1 <- d2 <- Max-Gram
+    Review l2(d2, mag, {.budget = K.k[2][2]});
+    Horizontal below_d1(K.row(1), l2, mag);
+    Review l1(d1, below_d1, {.budget = K.row_sum(1), .lenience = {m.lenience}});
+    Horizontal top(K.row(0), l1, l2, mag);
+    return top_level(top);
+}
+
+Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
     switch (m.kind) {
-        case MethodKind::kAutoregressive: return run_autoregressive(*models.target, prompt, opts);
-        case MethodKind::kChain: return run_chain(m, *models.target, *models.drafters.at(m.drafter), prompt, opts);
-        case MethodKind::kTree: return run_tree(m, *models.target, *models.drafters.at(m.drafter), prompt, opts);
+        case MethodKind::kAutoregressive: return {autoregressive_generate(*models.target, prompt, opts), {}};
+        case MethodKind::kChain:  // vanilla SD, GLIDE
+            return with_drafter(models, m.drafter, [&](auto& drafter) {
+                ModelProposer proposer(drafter);
+                return run_with(*models.target, proposer, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);
+            });
+        case MethodKind::kTree:
+            return with_drafter(models, m.drafter, [&](auto& drafter) {
+                ModelProposer proposer(drafter);
+                return run_with(*models.target, proposer, KAryTree{.k_config = m.k_config, .draw = m.draw},
+                                m.draw == DrawPolicy::kTopK ? TreeKind::kDeterministicTree : TreeKind::kSampledTree, prompt, opts);
+            });
+        case MethodKind::kExpanded:  // CAPE and its fixed-size ablation
+            return with_drafter(models, m.drafter, [&](auto& drafter) {
+                ModelProposer proposer(drafter);
+                return run_with(*models.target, proposer,
+                                ExpandedChain{.gamma = m.gamma, .sizes = m.sizes, .max_drafts = m.max_drafts},
+                                TreeKind::kDeterministicTree, prompt, opts);
+            });
+        case MethodKind::kCascade: return run_cascade(m, models, prompt, opts);
     }
     detail::fail("bench", "unhandled method kind");
 }
@@ -250,6 +350,15 @@ struct Accumulator {
     std::vector<long> tokens;          // per repeat: new tokens of all prompts
     std::vector<std::vector<int>> outputs;  // (repeats * prompts): for the exact check against autoregressive
     std::vector<Generation> first_repeat;   // (prompts): repeat 0, for the case studies
+    std::vector<DrafterUsage> usage;        // per drafter model: forwards and seconds, all timed runs
+
+    void add_usage(const std::vector<DrafterUsage>& us) {
+        for (const DrafterUsage& u : us) {
+            auto it = std::find_if(usage.begin(), usage.end(), [&](const DrafterUsage& o) { return o.model == u.model; });
+            if (it == usage.end()) usage.push_back(u);
+            else it->calls += u.calls, it->seconds += u.seconds;
+        }
+    }
 };
 
 MethodResult finish(const MethodSpec& spec, float temperature, const Accumulator& a, const Accumulator& baseline,
@@ -266,10 +375,9 @@ MethodResult finish(const MethodSpec& spec, float temperature, const Accumulator
     r.tokens_per_s = spread_of(rate);
     r.speedup = spread_of(speedup);
 
-    std::vector<double> verify, draft, single;
+    std::vector<double> verify, single;
     for (const StepRecord& s : a.pooled.steps) {
         verify.push_back(s.t_verify);
-        if (s.n_draft_calls > 0) draft.push_back(s.t_draft / s.n_draft_calls);
         const int k = s.n_accepted + 1;
         if (static_cast<int>(r.tau_hist.size()) <= k) r.tau_hist.resize(k + 1, 0);
         ++r.tau_hist[k];
@@ -280,18 +388,26 @@ MethodResult finish(const MethodSpec& spec, float temperature, const Accumulator
     // costs beyond that shows up as the gap between them and the measured speedup.
     r.target_call_s = median_of(single);
     r.verify_s = median_of(verify);
-    const long target_params = models.info.front().matrix_params;
-    long draft_params = 0;
-    for (const ModelInfo& m : models.info)
-        if (m.name == spec.drafter) draft_params = m.matrix_params;
+    // Each drafter model is priced by its parameters (MS) or by its measured mean seconds per forward.
     const Summary& s = r.summary;
-    r.swi_params = standardized_walltime_improvement(s.n_tokens, s.n_target_calls, s.n_draft_calls, target_params, draft_params);
+    std::vector<CallCost> by_params, by_time;
+    long calls = 0;
+    double draft_seconds = 0;
+    for (const DrafterUsage& u : a.usage) {
+        const ModelInfo& info = models.info_of(u.model);
+        by_params.push_back({u.calls, static_cast<double>(info.matrix_params)});
+        by_time.push_back({u.calls, u.calls > 0 ? u.seconds / u.calls : 0.0});
+        r.calls_per_model.push_back({info.name, u.calls});
+        calls += u.calls;
+        draft_seconds += u.seconds;
+    }
+    r.swi_params = standardized_walltime_improvement(s.n_tokens, s.n_target_calls,
+                                                     static_cast<double>(models.info.front().matrix_params), by_params);
     if (spec.kind == MethodKind::kAutoregressive) {
         r.swi_measured = 1.0;
     } else {
-        r.draft_call_s = median_of(draft);
-        r.swi_measured = standardized_walltime_improvement(s.n_tokens, s.n_target_calls, s.n_draft_calls, r.target_call_s,
-                                                           r.draft_call_s);
+        r.draft_call_s = calls > 0 ? draft_seconds / calls : 0.0;
+        r.swi_measured = standardized_walltime_improvement(s.n_tokens, s.n_target_calls, r.target_call_s, by_time);
     }
     if (spec.kind == MethodKind::kChain)
         r.expected_speedup = expected_speedup(s.alpha_token, spec.gamma, r.draft_call_s / r.target_call_s);
@@ -478,7 +594,20 @@ std::string json_of(const Results& res) {
         o.set("kind", method_name(r.spec.kind));
         if (!r.spec.about.empty()) o.set("about", r.spec.about);
         if (!r.spec.drafter.empty()) o.set("drafter", r.spec.drafter);
-        if (r.spec.kind == MethodKind::kChain) o.set("gamma", r.spec.gamma);
+        if (r.spec.kind == MethodKind::kChain || r.spec.kind == MethodKind::kExpanded) o.set("gamma", r.spec.gamma);
+        if (r.spec.kind == MethodKind::kCascade) {
+            json::Array names, k;
+            for (const std::string& d : r.spec.drafters) names.push_back(d);
+            for (const std::vector<int>& row : r.spec.k_matrix) {
+                json::Array a;
+                for (int v : row) a.push_back(v);
+                k.push_back(std::move(a));
+            }
+            o.set("drafters", std::move(names));
+            o.set("k_matrix", std::move(k));
+            o.set("lenience", r.spec.lenience);
+            o.set("children", r.spec.children);
+        }
         if (r.spec.kind == MethodKind::kTree) {
             json::Array k;
             for (int v : r.spec.k_config) k.push_back(v);
@@ -508,6 +637,9 @@ std::string json_of(const Results& res) {
         o.set("n_tokens", m.n_tokens);
         o.set("n_target_calls", m.n_target_calls);
         o.set("n_draft_calls", m.n_draft_calls);
+        json::Object per_model;
+        for (const auto& [name, calls] : r.calls_per_model) per_model.set(name, calls);
+        o.set("draft_calls_per_model", std::move(per_model));
         o.set("lossless", lossless_text(r));
         o.set("prompts_compared", r.n_compared);
         o.set("prompts_mismatched", r.n_mismatched);
@@ -542,14 +674,14 @@ int run(int argc, char** argv) {
     const std::vector<MethodSpec> methods = load_methods(args.methods);
     ThreadPool pool(args.threads);
     long widest = 0;  // the drafter's scratch holds a catch-up chain (<= gamma + 1) before the tree
-    for (const MethodSpec& m : methods) widest = std::max(widest, std::max<long>(m.gamma, tree_nodes(m.k_config)));
+    for (const MethodSpec& m : methods) widest = std::max(widest, draft_nodes(m));
     Models models = load_models(args.models, methods, pool, static_cast<int>(std::max(256L, 2 * widest + 8)));
     const Tokenizer tok = load_tokenizer(args.models);
     detail::require(tok.vocab_size() <= models.target->vocab_size(), "bench", [&] {
         return "the tokenizer has " + std::to_string(tok.vocab_size()) + " tokens, the target's vocabulary " +
                std::to_string(models.target->vocab_size());
     });
-    const std::vector<Prompt> prompts = load_prompts(args.prompts, args.n_prompts, tok);
+    const std::vector<Prompt> prompts = load_prompts(args.prompts, args.n_prompts, tok, args.split);
 
     Results res;
     for (int i = 0; i < argc; ++i) res.command += (i ? " " : "") + std::string(argv[i]);
@@ -586,9 +718,11 @@ int run(int argc, char** argv) {
                                            .seed = args.seed * 1'000'003ULL + rep * 10'007ULL + p, .eos_token = -1};
                 for (std::size_t mi = 0; mi < M; ++mi) {
                     const auto t0 = clock::now();
-                    Generation g = run_method(methods[mi], models, prompts[p].tokens, opts);
+                    Run run = run_method(methods[mi], models, prompts[p].tokens, opts);
                     const double s = std::chrono::duration<double>(clock::now() - t0).count();
+                    Generation& g = run.g;
                     Accumulator& a = cells[mi];
+                    a.add_usage(run.usage);
                     a.seconds.back() += s;
                     a.tokens.back() += static_cast<long>(g.tokens.size());
                     a.outputs.push_back(g.tokens);

@@ -1,0 +1,187 @@
+// CS Drafting's cascades as compositions: a Review is a proposer, nests to any depth, takes turns in a
+// Horizontal draft; the target's output never changes (greedy: token for token); lenience stays
+// between drafters; the K-matrix and every option are checked.
+#include "catch.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+
+namespace {
+
+/// A target and two drafters of decreasing quality (noise), all sharing one vocabulary.
+struct Trio {
+    Config cfg = test::tiny_config();
+    Weights w = random_weights(cfg, 11, 0.4f);
+    CpuModel target{cfg, w};
+    CpuModel mid{cfg, perturbed(cfg, w, 0.15f, 12)};
+    CpuModel small{cfg, perturbed(cfg, w, 0.35f, 13)};
+};
+
+template <class P, class B>
+Generation greedy_run(Trio& m, P& proposer, B builder, const std::vector<int>& prompt, int n = 40) {
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    return speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
+                                GenerateOptions{.max_new_tokens = n});
+}
+
+void check_partial(const Generation& g) {
+    int rejected = 0, accepted = 0;
+    for (const StepRecord& s : g.steps) {
+        rejected += s.n_accepted < s.depth;
+        accepted += s.n_accepted;
+    }
+    CHECK(accepted > 0);
+    CHECK(rejected > 0);
+}
+
+}  // namespace
+
+TEST_CASE("a vertical cascade is a proposer, nests to any depth, and keeps greedy output exact", "[cascade][lossless]") {
+    Trio m;
+    const std::vector<int> prompt{5, 9, 2, 33};
+    const Generation plain = autoregressive_generate(m.target, prompt, GenerateOptions{.max_new_tokens = 40});
+    test::Stepper stepper;
+    STATIC_REQUIRE(DraftsTokens<test::Stepper>);
+    STATIC_REQUIRE(Proposer<Review<CpuModel, test::Stepper>>);
+    STATIC_REQUIRE(Proposer<Review<CpuModel, Review<CpuModel, test::Stepper>>>);
+
+    SECTION("target <- small <- stepper") {
+        Review small(m.small, stepper, {.budget = 6});
+        const Generation g = greedy_run(m, small, Chain{.gamma = 5}, prompt);
+        CHECK(g.tokens == plain.tokens);
+        check_partial(g);
+        CHECK(small.n_calls() > 0);
+    }
+    SECTION("target <- mid <- small <- stepper, with lenience between the drafters") {
+        Review small(m.small, stepper, {.budget = 4});
+        Review mid(m.mid, small, {.budget = 6, .lenience = {3.0}});
+        const Generation g = greedy_run(m, mid, Chain{.gamma = 6}, prompt);
+        CHECK(g.tokens == plain.tokens);
+        check_partial(g);
+        const auto use = mid.usage();
+        REQUIRE(use.size() == 2);
+        CHECK(use[0].model == &m.mid);
+        CHECK(use[1].model == &m.small);
+        CHECK(use[0].calls > 0);
+        CHECK(use[1].calls >= use[0].calls);  // every mid review needs at least one small review
+    }
+    SECTION("horizontal: the mid level drafts first, then the small level, then the stepper") {
+        Review small(m.small, stepper, {.budget = 3});
+        Horizontal below_mid({2, 3}, small, stepper);
+        Review mid(m.mid, below_mid, {.budget = 5, .lenience = {2.0}});
+        Horizontal top({2, 3, 2}, mid, small, stepper);
+        CHECK(top.total_budget() == 7);
+        const Generation g = greedy_run(m, top, Chain{.gamma = 7}, prompt);
+        CHECK(g.tokens == plain.tokens);
+        check_partial(g);
+        const auto use = top.usage();  // the small level serves two rows: counted once, per model
+        REQUIRE(use.size() == 2);
+        CHECK(top.n_calls() == use[0].calls + use[1].calls);
+    }
+    SECTION("the tree variant: 8 children of each lead node (CS Drafting App. B)") {
+        Review small(m.small, stepper, {.budget = 1});
+        Horizontal top({1, 3}, small, stepper);
+        ExpandedChain builder{.gamma = 4, .sizes = ExpansionSizes::fixed(7), .max_drafts = 32};
+        const Generation g = greedy_run(m, top, builder, prompt);
+        CHECK(g.tokens == plain.tokens);
+    }
+}
+
+TEST_CASE("a review at lenience 1 drafts exactly the reviewer's own greedy text", "[cascade]") {
+    Trio m;
+    const std::vector<int> prompt{7, 1, 19};
+    test::Stepper stepper;
+    Review mid(m.mid, stepper, {.budget = 5});
+    // Reviewing with the drafter as "target": its output must be the drafter's greedy text, and the
+    // cascade's drafts must be accepted whole (they are that text).
+    const Generation own = autoregressive_generate(m.mid, prompt, GenerateOptions{.max_new_tokens = 24});
+    Sampling greedy;
+    std::vector<int> text = prompt;
+    const StepContext ctx{greedy, StepRng{1, 0, RngStream::kAccept}, text, static_cast<int>(prompt.size())};
+    mid.start(prompt);
+    const Draft d = detail::draft_tokens(mid, 24, ctx);
+    REQUIRE(d.size() == 24);
+    for (int i = 0; i < 24; ++i) {
+        CHECK(d[i].token == own.tokens[i]);
+        CHECK_FALSE(d[i].sampled);
+        CHECK(d[i].q.size() == static_cast<std::size_t>(m.cfg.vocab_size));
+    }
+}
+
+TEST_CASE("under sampling at lenience 1 each drafted token's law is the reviewer's distribution", "[cascade]") {
+    Trio m;
+    const std::vector<int> prompt{3, 14, 15};
+    test::Stepper stepper;
+    const Sampling s{.temperature = 1.0f};
+    Review mid(m.mid, stepper, {.budget = 4});
+    std::vector<int> text = prompt;
+    mid.start(prompt);
+    const StepContext ctx{s, StepRng{5, 0, RngStream::kAccept}, text, static_cast<int>(prompt.size())};
+    const Draft d = mid.draft({}, 5, ctx);
+    REQUIRE_FALSE(d.empty());
+    // p_mid(. | prompt + d[0..i)) recomputed from scratch
+    std::vector<int> seq = prompt;
+    std::vector<float> p(m.cfg.vocab_size);
+    for (const DraftToken& t : d) {
+        CHECK(t.sampled);
+        m.mid.reset();
+        detail::prefill(m.mid, std::span<const int>(seq).first(seq.size() - 1));
+        const Tree root = Tree::chain(std::span<const int>(&seq.back(), 1));
+        processed_probs(m.mid.forward(root, 0).row(0), s, p);
+        for (int y = 0; y < m.cfg.vocab_size; ++y) CHECK_THAT(t.q[y], Catch::WithinAbs(p[y], 2e-5));
+        seq.push_back(t.token);
+    }
+}
+
+TEST_CASE("lenience cannot reach the target", "[cascade][lossless]") {
+    Trio m;
+    const std::vector<int> prompt{4, 4, 8};
+    test::Stepper stepper;
+    // There is no lenient Acceptor: lenience is an option of Review, and a Review is a proposer.
+    STATIC_REQUIRE_FALSE(Acceptor<Lenience>);
+    STATIC_REQUIRE_FALSE(Acceptor<Review<CpuModel, test::Stepper>>);
+    // A Review whose reviewer IS the target model is refused by the loop (lenient or not) ...
+    Review lenient_target(m.target, stepper, {.budget = 4, .lenience = {2.0}});
+    try {
+        greedy_run(m, lenient_target, Chain{.gamma = 4}, prompt);
+        FAIL("a lenient review by the target was accepted");
+    } catch (const error& e) {
+        CHECK_THAT(e.what(), Catch::Contains("lenience"));
+    }
+    // ... also when it hides one level down.
+    Review deep(m.target, stepper, {.budget = 2, .lenience = {1.5}});
+    Review outer(m.mid, deep, {.budget = 3});
+    CHECK_THROWS_WITH(greedy_run(m, outer, Chain{.gamma = 3}, prompt), Catch::Contains("lenience"));
+    // An exact review by a copy of the target drafts the target's own text: every draft is accepted.
+    CpuModel copy(m.cfg, m.w);
+    Review exact(copy, stepper, {.budget = 4});
+    const Generation g = greedy_run(m, exact, Chain{.gamma = 4}, prompt, 20);
+    CHECK(g.tokens == autoregressive_generate(m.target, prompt, GenerateOptions{.max_new_tokens = 20}).tokens);
+    for (const StepRecord& r : g.steps) CHECK(r.n_accepted == r.depth);
+}
+
+TEST_CASE("cascade options and the K-matrix are checked", "[cascade][errors]") {
+    Trio m;
+    test::Stepper stepper;
+    CHECK_THROWS_WITH((Review(m.mid, stepper, {.budget = 0})), Catch::Contains("budget must be >= 1"));
+    CHECK_THROWS_WITH((Review(m.mid, stepper, {.budget = 3, .lenience = {0.5}})), Catch::Contains("lenience must be"));
+    CHECK_THROWS_WITH((Review(m.mid, stepper, {.budget = 3, .lenience = {std::nan("")}})), Catch::Contains("lenience must be"));
+    Review low(m.small, stepper);
+    CHECK_THROWS_WITH((Review(m.small, low)), Catch::Contains("already reviews at a level below"));
+    test::Stepper other{.vocab = 65};
+    CHECK_THROWS_WITH((Review(m.mid, other)), Catch::Contains("vocabulary has 64") && Catch::Contains("65"));
+    CHECK_THROWS_WITH((Horizontal({1}, stepper, other)), Catch::Contains("1 budgets for 2 drafters"));
+    CHECK_THROWS_WITH((Horizontal({1, -1}, stepper, stepper)), Catch::Contains("budgets[1] = -1"));
+    CHECK_THROWS_WITH((Horizontal({1, 1}, stepper, other)), Catch::Contains("disagree on the vocabulary"));
+
+    KMatrix ok{{{5, 14, 10}, {0, 1, 10}, {0, 0, 10}}};  // the paper's MMLU configuration (README of its code)
+    CHECK_NOTHROW(ok.validate());
+    CHECK(ok.row(1) == std::vector<int>{1, 10});
+    CHECK(ok.row_sum(0) == 29);
+    CHECK_THROWS_WITH((KMatrix{{{2, 10}, {3, 10}}}.validate()), Catch::Contains("[1][0] = 3 lies below the diagonal"));
+    CHECK_THROWS_WITH((KMatrix{{{2, 10}, {0}}}.validate()), Catch::Contains("row 1 has 1 entries, expected 2"));
+    CHECK_THROWS_WITH((KMatrix{{{2, -1}, {0, 10}}}.validate()), Catch::Contains("[0][1] = -1"));
+    CHECK_THROWS_WITH((KMatrix{{{2, 10}, {0, 0}}}.validate()), Catch::Contains("row 1 drafts nothing"));
+    CHECK_THROWS_WITH(KMatrix{}.validate(), Catch::Contains("empty"));
+}
