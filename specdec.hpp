@@ -75,7 +75,7 @@
 #include "detail/train_model.hpp"    // defines: train::TrainableLlama (forward + hand-written backward)
 #include "detail/optimizer.hpp"      // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
 #include "detail/dataset.hpp"        // defines: train::TokenFile, random_windows, evaluate, teacher cache
-#include "detail/train_glide.hpp"    // defines: train::TrainableGlide, glide_block_mask, target_kv, GlideAdamW
+#include "detail/train_glide.hpp"    // defines: train::TrainableGlide, glide_block_mask, target_kv
 #include "detail/max_gram.hpp"       // defines: max_gram, Bigram, longest_earlier_suffix (CS Drafting's MaG)
 #include "detail/cascade_analytics.hpp"  // defines: cs_pgf, cs_ewif_sd, cs_ewif_vertical, cs_ewif_horizontal
 #if defined(__CUDACC__)

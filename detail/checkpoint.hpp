@@ -168,8 +168,19 @@ struct Checkpoint {
 inline Checkpoint load_checkpoint(const std::filesystem::path& dir) {
     detail::require(std::filesystem::is_directory(dir), "checkpoint",
                     [&] { return dir.string() + ": not a directory (a model is a folder with config.json and model.safetensors)"; });
+    // A GLIDE drafter's folder carries Llama fields too; read as a Llama it would silently lose its
+    // cross-attention, so it is refused here (its vanilla ablation, without cross-attention, IS a Llama).
+    const std::filesystem::path cfg_path = dir / "config.json";
+    if (std::filesystem::exists(cfg_path)) {
+        const json::Value root = json::parse(detail::read_text_file(cfg_path, "checkpoint"), cfg_path.string());
+        const json::Value* cross = root.is_object() ? root.find("glide_cross_attention") : nullptr;
+        detail::require(cross == nullptr || !cross->is_bool() || !cross->as_bool(), "checkpoint", [&] {
+            return cfg_path.string() + ": a GLIDE drafter (glide_cross_attention is true); load it with "
+                                       "load_glide_checkpoint, next to its target";
+        });
+    }
     Checkpoint ck;
-    ck.config = load_config(dir / "config.json");
+    ck.config = load_config(cfg_path);
     ck.weights = load_weights(dir / "model.safetensors", ck.config);
     return ck;
 }

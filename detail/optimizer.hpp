@@ -46,10 +46,15 @@ struct CosineSchedule {
 // ---------------------------------------------------------------------------------------------------
 // Gradient clipping
 
+// Clipping and AdamW work on any tensor set that has a for_each_tensor(tensors, config, f) calling
+// f(name, std::vector<float>&, shape-or-size) in checkpoint order: a Llama's Weights with its Config,
+// a GLIDE drafter's GlideWeights with its GlideConfig.
+
 /// √(Σ g²) over every gradient tensor, summed in double in checkpoint order.
-inline double grad_norm(const Weights& grads, const Config& cfg) {
+template <class Tensors, class Cfg>
+double grad_norm(const Tensors& grads, const Cfg& cfg) {
     double ss = 0.0;
-    for_each_tensor(grads, cfg, [&](const std::string&, const std::vector<float>& g, std::size_t) {
+    for_each_tensor(grads, cfg, [&](const std::string&, const std::vector<float>& g, const auto&) {
         for (float v : g) ss += double(v) * v;
     });
     return std::sqrt(ss);
@@ -57,13 +62,14 @@ inline double grad_norm(const Weights& grads, const Config& cfg) {
 
 /// Scales all gradients by max_norm / norm when the global norm exceeds max_norm (PyTorch's
 /// clip_grad_norm_). Returns the norm before clipping, the number worth logging.
-inline double clip_grad_norm(Weights& grads, const Config& cfg, double max_norm) {
+template <class Tensors, class Cfg>
+double clip_grad_norm(Tensors& grads, const Cfg& cfg, double max_norm) {
     detail::require(max_norm > 0, "train",
                     [&] { return "clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm); });
     const double norm = grad_norm(grads, cfg);
     if (norm > max_norm) {
         const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-        for_each_tensor(grads, cfg, [&](const std::string&, std::vector<float>& g, std::size_t) {
+        for_each_tensor(grads, cfg, [&](const std::string&, std::vector<float>& g, const auto&) {
             for (float& v : g) v *= scale;
         });
     }
@@ -86,25 +92,26 @@ struct AdamWOptions {
 /// with m̂ = m / (1−β1ᵗ), v̂ = v / (1−β2ᵗ). Weight decay skips the RMSNorm weights (every 1-D tensor),
 /// as nanoGPT's configure_optimizers does: they scale activations and have no size to shrink towards
 /// zero; decaying them towards 0 would fight the normalisation.
+template <class Cfg = Config, class Tensors = Weights>
 class AdamW {
 public:
-    AdamW(const Config& cfg, const Weights& params, AdamWOptions options = {}) : cfg_(cfg), opt_(std::move(options)) {
+    AdamW(const Cfg& cfg, const Tensors& params, AdamWOptions options = {}) : cfg_(cfg), opt_(std::move(options)) {
         m_ = params;
-        for_each_tensor(m_, cfg_, [](const std::string&, std::vector<float>& t, std::size_t) {
+        for_each_tensor(m_, cfg_, [](const std::string&, std::vector<float>& t, const auto&) {
             std::fill(t.begin(), t.end(), 0.0f);
         });
         v_ = m_;
         for (const std::string& name : opt_.frozen) {
             bool found = false;
             for_each_tensor(params, cfg_,
-                            [&](const std::string& n, const std::vector<float>&, std::size_t) { found |= n == name; });
+                            [&](const std::string& n, const std::vector<float>&, const auto&) { found |= n == name; });
             detail::require(found, "train",
                             [&] { return "AdamW: frozen tensor '" + name + "' is not a tensor of this model"; });
         }
     }
 
     /// One update of every parameter that is not frozen, with learning rate lr. Steps taken so far: t().
-    void step(ThreadPool& pool, Weights& params, const Weights& grads, float lr) {
+    void step(ThreadPool& pool, Tensors& params, const Tensors& grads, float lr) {
         ++t_;
         const float bias1 = 1.0f - std::pow(opt_.beta1, static_cast<float>(t_));
         const float bias2 = 1.0f - std::pow(opt_.beta2, static_cast<float>(t_));
@@ -139,25 +146,22 @@ private:
         bool decays;
     };
 
-    void collect(Weights& params, const Weights& grads, std::vector<Slot>& slots) {
+    void collect(Tensors& params, const Tensors& grads, std::vector<Slot>& slots) {
         std::vector<float*> ps, ms, vs;
         std::vector<const float*> gs;
         std::vector<std::string> names;
         std::vector<std::size_t> sizes;
-        for_each_tensor(params, cfg_, [&](const std::string& name, std::vector<float>& t, std::size_t n) {
-            detail::require(t.size() == n, "train",
-                            [&] { return "AdamW: parameter '" + name + "' has the wrong size"; });
-            ps.push_back(t.data()), names.push_back(name), sizes.push_back(n);
+        for_each_tensor(params, cfg_, [&](const std::string& name, std::vector<float>& t, const auto&) {
+            ps.push_back(t.data()), names.push_back(name), sizes.push_back(t.size());
         });
-        for_each_tensor(grads, cfg_, [&](const std::string& name, const std::vector<float>& t, std::size_t n) {
-            detail::require(t.size() == n, "train",
-                            [&] { return "AdamW: gradient '" + name + "' has the wrong size"; });
+        for_each_tensor(grads, cfg_, [&](const std::string& name, const std::vector<float>& t, const auto&) {
+            detail::require(gs.size() < sizes.size() && t.size() == sizes[gs.size()], "train", [&] {
+                return "AdamW: gradient '" + name + "' is not shaped like its parameter";
+            });
             gs.push_back(t.data());
         });
-        for_each_tensor(m_, cfg_,
-                        [&](const std::string&, std::vector<float>& t, std::size_t) { ms.push_back(t.data()); });
-        for_each_tensor(v_, cfg_,
-                        [&](const std::string&, std::vector<float>& t, std::size_t) { vs.push_back(t.data()); });
+        for_each_tensor(m_, cfg_, [&](const std::string&, std::vector<float>& t, const auto&) { ms.push_back(t.data()); });
+        for_each_tensor(v_, cfg_, [&](const std::string&, std::vector<float>& t, const auto&) { vs.push_back(t.data()); });
         for (std::size_t i = 0; i < ps.size(); ++i) {
             if (std::find(opt_.frozen.begin(), opt_.frozen.end(), names[i]) != opt_.frozen.end()) continue;
             const bool is_norm = names[i].find("norm") != std::string::npos;
@@ -165,9 +169,9 @@ private:
         }
     }
 
-    Config cfg_;
+    Cfg cfg_;
     AdamWOptions opt_;
-    Weights m_, v_;  // first and second moments, shaped like the parameters
+    Tensors m_, v_;  // first and second moments, shaped like the parameters
     int t_ = 0;
 };
 

@@ -11,7 +11,7 @@
 // TrainableGlide<Real> mirrors TrainableLlama (train_model.hpp) layer for layer, with the cross-attention
 // sub-layer between self-attention and the FFN; it is a template on the float type so that the
 // gradient check runs in float64 (tests/test_glide.cpp). Use: target_kv(target, ...) for a batch;
-// forward(batch); cross_entropy(targets); backward(); clip_grad_norm; GlideAdamW::step; zero_grad().
+// forward(batch); cross_entropy(targets); backward(); clip_grad_norm and AdamW (optimizer.hpp, over GlideWeights); zero_grad().
 //
 // Shape letters: B sequences, T positions, N = B*T rows, Tk target rows per sequence, D width, H/Hkv/hd
 // the drafter's heads, Hc = h cross heads of d_k = hdc (the target's heads), Hkt the target's kv heads.
@@ -432,70 +432,6 @@ GlideParams<U> params_cast(const GlideParams<Real>& p, const GlideConfig& c) {
     });
     return out;
 }
-
-/// √(Σ g²) over every gradient tensor; scales them by max_norm / norm when above (clip_grad_norm of
-/// optimizer.hpp, over a GLIDE drafter's tensors). Returns the norm before clipping.
-inline double clip_grad_norm(GlideWeights& grads, const GlideConfig& cfg, double max_norm) {
-    double ss = 0.0;
-    for_each_tensor(grads, cfg, [&](const std::string&, const std::vector<float>& g, const auto&) {
-        for (float v : g) ss += double(v) * v;
-    });
-    const double norm = std::sqrt(ss);
-    if (norm > max_norm) {
-        const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-        for_each_tensor(grads, cfg, [&](const std::string&, std::vector<float>& g, const auto&) {
-            for (float& v : g) v *= scale;
-        });
-    }
-    return norm;
-}
-
-/// train::AdamW's update (optimizer.hpp: PyTorch's order, decoupled decay skipping the norms) over
-/// a GLIDE drafter's tensors; that class is bound to a Llama's Weights.
-class GlideAdamW {
-public:
-    GlideAdamW(const GlideConfig& cfg, const GlideWeights& params, AdamWOptions options = {})
-        : cfg_(cfg), opt_(std::move(options)), m_(params_cast<float>(params, cfg)) {
-        for_each_tensor(m_, cfg_, [](const std::string&, std::vector<float>& t, const auto&) {
-            std::fill(t.begin(), t.end(), 0.0f);
-        });
-        v_ = m_;
-    }
-
-    void step(ThreadPool& pool, GlideWeights& params, const GlideWeights& grads, float lr) {
-        ++t_;
-        const float bias1 = 1.0f - std::pow(opt_.beta1, static_cast<float>(t_));
-        const float bias2 = 1.0f - std::pow(opt_.beta2, static_cast<float>(t_));
-        std::vector<const std::vector<float>*> gs;
-        std::vector<std::vector<float>*> ms, vs;
-        for_each_tensor(grads, cfg_, [&](const std::string&, const std::vector<float>& t, const auto&) { gs.push_back(&t); });
-        for_each_tensor(m_, cfg_, [&](const std::string&, std::vector<float>& t, const auto&) { ms.push_back(&t); });
-        for_each_tensor(v_, cfg_, [&](const std::string&, std::vector<float>& t, const auto&) { vs.push_back(&t); });
-        std::size_t i = 0;
-        for_each_tensor(params, cfg_, [&](const std::string& name, std::vector<float>& p, const auto&) {
-            const float* g = gs[i]->data();
-            float *m = ms[i]->data(), *v = vs[i]->data();
-            ++i;
-            const float decay = name.find("norm") == std::string::npos ? lr * opt_.weight_decay : 0.0f;
-            detail::parallel_rows(pool, static_cast<int>(p.size()), [&](int j0, int j1) {
-                for (int j = j0; j < j1; ++j) {
-                    m[j] = opt_.beta1 * m[j] + (1.0f - opt_.beta1) * g[j];
-                    v[j] = opt_.beta2 * v[j] + (1.0f - opt_.beta2) * g[j] * g[j];
-                    p[j] -= decay * p[j];
-                    p[j] -= lr * (m[j] / bias1) / (std::sqrt(v[j] / bias2) + opt_.eps);
-                }
-            });
-        });
-    }
-
-    int t() const { return t_; }
-
-private:
-    GlideConfig cfg_;
-    AdamWOptions opt_;
-    GlideWeights m_, v_;  // first and second moments, shaped like the parameters
-    int t_ = 0;
-};
 
 // ---------------------------------------------------------------------------------------------------
 // One batch, and evaluation

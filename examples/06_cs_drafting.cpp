@@ -30,8 +30,8 @@ int main(int argc, char** argv) try {
     const Bigram bigram = Bigram::load("models/bigram.json", target->vocab_size());
     const Tokenizer tok = Tokenizer::load("models/target/tokenizer.json");
 
-    // ---- the composition: K = [[k11, k12, kT], [0, k22, 10], [0, 0, 10]], lenience l ----------------
-    const KMatrix K{{{2, 2, 0}, {0, 1, 10}, {0, 0, 10}}};
+    // ---- the composition: K = [[k11, k12 - k11, kT], [0, k22, kM], [0, 0, kS]], lenience l ------------
+    const KMatrix K{{{2, 2, 0}, {0, 1, 0}, {0, 0, 3}}};
     K.validate();
     MaxGram mag(bigram);                                         // 10 tokens per call, free (App. B)
     Review small_level(*small, mag, {.budget = K.k[2][2]});      // small reviews Max-Gram

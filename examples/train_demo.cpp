@@ -201,7 +201,7 @@ int make_glide(const std::string& name) {
     // Step 2: the drafter, its optimizer, and the cross-attention masks: block-wise for training and
     // held-out loss; "every earlier row" (the first draft after a verification) as a second figure.
     TrainableGlide<float> model(cfg, random_glide_weights(cfg, seed, 0.02f), pool);
-    GlideAdamW optimizer(cfg, model.params(), AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())});
+    AdamW optimizer(cfg, model.params(), AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())});
     const std::vector<std::uint8_t> block_mask = glide_block_mask(T, T, block_length);
     const std::vector<std::uint8_t> first_draft_mask = glide_inference_mask(T, T, T);
     const std::size_t n_params = parameter_count(model.params(), cfg);

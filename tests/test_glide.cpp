@@ -385,6 +385,8 @@ TEST_CASE("a GLIDE checkpoint round-trips, and the vanilla drafter is a Llama ch
         CHECK(back.config.glide_target_layers == cfg.glide_target_layers);
         GlideModel a(cfg, w, target), b(back.config, back.weights, target);
         CHECK(chain_logits(a, chain) == chain_logits(b, chain));
+        // read as a plain Llama it would lose its cross-attention: refused, pointing to the right loader
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("load_glide_checkpoint"));
     }
     SECTION("without: load_checkpoint and CpuModel read it as a Llama") {
         const GlideConfig cfg = small_glide(tcfg, false, 2);
