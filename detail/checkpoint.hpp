@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -118,36 +119,38 @@ inline void save_config(const Config& c, const std::filesystem::path& path, std:
 
 // ---- model.safetensors -------------------------------------------------------------------------------
 
-/// Reads every Llama tensor of `c` by its HF name, checking shape against the config; float32,
-/// bfloat16 and float16 files load (converted to float32).
-inline Weights load_weights(const std::filesystem::path& path, const Config& c) {
-    const SafetensorsFile file = SafetensorsFile::open(path);
-    Weights w;
-    w.layers.resize(c.num_hidden_layers);
-    for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t n) {
-        const TensorInfo& info = file.get(name);
-        const std::vector<std::int64_t> want = detail::hf_shape(name, c);
-        detail::require(info.shape == want, "checkpoint", [&] {
-            return path.string() + ": tensor '" + name + "' has shape " + detail::shape_string(info.shape) +
-                   ", the config implies " + detail::shape_string(want);
-        });
-        t.resize(n);
-        file.read_floats(info, t);
-    });
-    return w;
-}
-
 enum class SaveFormat { kF32, kBF16 };
 
-/// Writes `w` under HF names; bfloat16 rounds to nearest even (reading back widens exactly).
-inline void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
-                         SaveFormat format = SaveFormat::kF32) {
-    validate(w, c);
+namespace detail {
+
+/// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
+/// load (converted to float32). `hint` follows the message when the tensor is missing.
+inline void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
+                        const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                        std::string_view hint = {}) {
+    const TensorInfo* info = file.find(name);
+    if (info == nullptr) {
+        require(hint.empty(), who, [&] { return path.string() + ": tensor '" + name + "' is missing" + std::string(hint); });
+        info = &file.get(name);  // fails naming the closest names the file has
+    }
+    require(info->shape == want, who, [&] {
+        return path.string() + ": tensor '" + name + "' has shape " + shape_string(info->shape) + ", the config implies " +
+               shape_string(want);
+    });
+    std::size_t n = 1;
+    for (std::int64_t d : want) n *= static_cast<std::size_t>(d);
+    t.resize(n);
+    file.read_floats(*info, t);
+}
+
+/// Writes the tensors `each` visits — each(put) calls put(name, values, shape) in checkpoint order —
+/// as one safetensors file; bfloat16 rounds to nearest even (reading back widens exactly).
+template <class ForEach>
+void write_tensors(const std::filesystem::path& path, SaveFormat format, ForEach&& each) {
     std::vector<TensorToWrite> tensors;
-    std::vector<std::vector<bf16>> rounded;  // keeps bf16 copies alive until written
-    rounded.reserve(2 + 9 * w.layers.size());
-    for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
-        TensorToWrite out{name, DType::kF32, detail::hf_shape(name, c), std::as_bytes(std::span<const float>(t))};
+    std::deque<std::vector<bf16>> rounded;  // keeps bf16 copies alive (and in place) until written
+    each([&](const std::string& name, const std::vector<float>& t, std::vector<std::int64_t> shape) {
+        TensorToWrite out{name, DType::kF32, std::move(shape), std::as_bytes(std::span<const float>(t))};
         if (format == SaveFormat::kBF16) {
             auto& r = rounded.emplace_back(t.size());
             for (std::size_t i = 0; i < t.size(); ++i) r[i] = to_bf16(t[i]);
@@ -157,6 +160,30 @@ inline void save_weights(const Weights& w, const Config& c, const std::filesyste
         tensors.push_back(std::move(out));
     });
     write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+}  // namespace detail
+
+/// Reads every Llama tensor of `c` by its HF name, checking shape against the config.
+inline Weights load_weights(const std::filesystem::path& path, const Config& c) {
+    const SafetensorsFile file = SafetensorsFile::open(path);
+    Weights w;
+    w.layers.resize(c.num_hidden_layers);
+    for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {
+        detail::read_tensor(file, path, name, detail::hf_shape(name, c), t, "checkpoint");
+    });
+    return w;
+}
+
+/// Writes `w` under HF names, float32 or bfloat16.
+inline void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
+                         SaveFormat format = SaveFormat::kF32) {
+    validate(w, c);
+    detail::write_tensors(path, format, [&](auto&& put) {
+        for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+            put(name, t, detail::hf_shape(name, c));
+        });
+    });
 }
 
 /// A model folder as HF writes it.

@@ -161,6 +161,43 @@ struct Matrix {
     int m = 0, k = 0;
 };
 
+/// The parts (stacked row-wise) as one matrix: fused q|k|v and gate|up mean fewer, larger products
+/// (one pass over x, one thread dispatch instead of three). A single float32 part is used in place;
+/// otherwise the rows are copied into `store` (float32) or converted to bfloat16.
+inline Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k, bool bf) {
+    Matrix mat;
+    mat.m = m;
+    mat.k = k;
+    if (parts.size() == 1 && !bf) {
+        mat.f32 = parts[0]->data();
+        return mat;
+    }
+    if (bf) {
+        mat.bf.reserve(static_cast<std::size_t>(m) * k);
+        for (const auto* p : parts)
+            for (float v : *p) mat.bf.push_back(to_bf16(v));
+    } else {
+        store->clear();
+        for (const auto* p : parts) store->insert(store->end(), p->begin(), p->end());
+        mat.f32 = store->data();
+    }
+    return mat;
+}
+
+/// Moves the KV rows of `path` (node indices of the last forward's tree, root first, increasing) to
+/// rows cache_len.. of every layer: commit's gather. Sources are at or after their destinations and
+/// increase, so an in-order move never overwrites a row it still has to read.
+inline void gather_path_rows(std::vector<float>& cache, int layers, int capacity, int kvd, int cache_len,
+                             std::span<const int> path) {
+    for (int l = 0; l < layers; ++l) {
+        float* rows = cache.data() + static_cast<std::size_t>(l) * capacity * kvd;
+        for (int j = 0; j < static_cast<int>(path.size()); ++j)
+            if (path[j] != j)
+                std::copy_n(rows + static_cast<std::size_t>(cache_len + path[j]) * kvd, kvd,
+                            rows + static_cast<std::size_t>(cache_len + j) * kvd);
+    }
+}
+
 }  // namespace detail
 
 enum class WeightFormat {
@@ -175,6 +212,22 @@ struct ModelOptions {
     ThreadPool* pool = nullptr;                  // runs the parallel loops; null = one thread (the caller's)
     bool reference = false;                      // plain-loop matrix products: the oracle the fast path is tested against
 };
+
+namespace detail {
+
+/// y (n, m) = x (n, k) · Wᵀ: every matrix product of a model goes through here, the fast product or
+/// (options.reference) the plain-loop oracle.
+inline void linear(const ModelOptions& options, float* y, const float* x, const Matrix& w, int n) {
+    if (options.reference) {
+        if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
+        else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);
+    } else {
+        if (w.bf.empty()) matmul(*options.pool, y, x, w.f32, n, w.k, w.m);
+        else matmul(*options.pool, y, x, w.bf.data(), n, w.k, w.m);
+    }
+}
+
+}  // namespace detail
 
 /// The float32 reference model. KV cache: per layer (C, Hkv*hd) with C = max_position_embeddings +
 /// max_tree_nodes; rows [0, T) are committed, rows T + i hold tree node i of the last forward.
@@ -308,17 +361,8 @@ public:
     /// parent of the next) as the next committed tokens, and drops every other tree row.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
-        // Sources are at or after their destinations and increase, so an in-order move never
-        // overwrites a row it still has to read.
-        const int kvd = cfg_.kv_dim();
-        for (int l = 0; l < cfg_.num_hidden_layers; ++l)
-            for (std::vector<float>* cache : {&k_cache_, &v_cache_}) {
-                float* rows = layer_rows(*cache, l);
-                for (int j = 0; j < static_cast<int>(path.size()); ++j)
-                    if (path[j] != j)
-                        std::copy_n(rows + static_cast<std::size_t>(cache_len_ + path[j]) * kvd, kvd,
-                                    rows + static_cast<std::size_t>(cache_len_ + j) * kvd);
-            }
+        for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+            detail::gather_path_rows(*cache, cfg_.num_hidden_layers, capacity_, cfg_.kv_dim(), cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
     }
@@ -376,41 +420,15 @@ private:
             if (hidden_layers_[i] == layer) std::copy(x_.begin(), x_.end(), hidden_[i].begin());
     }
 
-    /// y (n, m) = x (n, k) · Wᵀ: every matrix product of the model goes through here.
-    void linear(float* y, const float* x, const detail::Matrix& w, int n) {
-        if (opt_.reference) {
-            if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
-            else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);
-        } else {
-            if (w.bf.empty()) matmul(*opt_.pool, y, x, w.f32, n, w.k, w.m);
-            else matmul(*opt_.pool, y, x, w.bf.data(), n, w.k, w.m);
-        }
-    }
+    void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
 
-    /// Fuses q|k|v and gate|up into single matrices (fewer, larger products: one pass over x and one
-    /// thread dispatch instead of three), and converts to bfloat16 when asked.
+    /// Fuses q|k|v and gate|up into single matrices, converted to bfloat16 when asked (make_matrix).
     void prepare_matrices() {
         const int D = cfg_.hidden_size, Fw = cfg_.intermediate_size, qd = cfg_.num_attention_heads * cfg_.head_dim();
         const int kvd = cfg_.kv_dim();
         const bool bf = opt_.weight_format == WeightFormat::kBF16;
         const auto make = [&](std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k) {
-            detail::Matrix mat;
-            mat.m = m;
-            mat.k = k;
-            if (parts.size() == 1 && !bf) {
-                mat.f32 = parts[0]->data();
-                return mat;
-            }
-            if (bf) {
-                mat.bf.reserve(static_cast<std::size_t>(m) * k);
-                for (const auto* p : parts)
-                    for (float v : *p) mat.bf.push_back(to_bf16(v));
-            } else {
-                store->clear();
-                for (const auto* p : parts) store->insert(store->end(), p->begin(), p->end());
-                mat.f32 = store->data();
-            }
-            return mat;
+            return detail::make_matrix(store, std::move(parts), m, k, bf);
         };
         fused_.resize(2 * static_cast<std::size_t>(cfg_.num_hidden_layers));
         mats_.resize(cfg_.num_hidden_layers);

@@ -276,18 +276,16 @@ struct EvalResult {
     long n_tokens = 0;
 };
 
-/// Mean loss over `n_windows` evenly spaced windows of the range, B at a time. Overwrites the model's
-/// activations and dlogits (it is a forward pass); leaves parameters and gradients alone.
-inline EvalResult evaluate(TrainableLlama& model, const TokenFile& file, TokenRange range, int T, int n_windows,
-                           int B = 4) {
+/// Mean loss over `n_windows` evenly spaced windows of the range, B at a time; batch_loss(w) returns
+/// the mean loss of one batch of windows (every row counts: the windows have equal size).
+template <class BatchLoss>
+EvalResult evaluate_windows(const TokenFile& file, TokenRange range, int T, int n_windows, int B, BatchLoss&& batch_loss) {
     detail::require(n_windows > 0, "dataset",
                     [&] { return "evaluate: n_windows must be > 0, got " + std::to_string(n_windows); });
     double sum = 0.0;
     for (int first = 0; first < n_windows; first += B) {
         const int b = std::min(B, n_windows - first);
-        const WindowBatch w = spaced_windows(file, range, T, n_windows, first, b);
-        model.forward(ModelInput{.B = b, .T = T, .tokens = w.inputs});
-        sum += model.cross_entropy(w.targets, /*weight=*/0.0) * b;  // every row counts: equal-size windows
+        sum += batch_loss(spaced_windows(file, range, T, n_windows, first, b)) * b;
     }
     EvalResult r;
     r.n_windows = n_windows;
@@ -295,6 +293,16 @@ inline EvalResult evaluate(TrainableLlama& model, const TokenFile& file, TokenRa
     r.loss = sum / n_windows;
     r.perplexity = std::exp(r.loss);
     return r;
+}
+
+/// The same for a Llama. Overwrites the model's activations and dlogits (it is a forward pass);
+/// leaves parameters and gradients alone.
+inline EvalResult evaluate(TrainableLlama& model, const TokenFile& file, TokenRange range, int T, int n_windows,
+                           int B = 4) {
+    return evaluate_windows(file, range, T, n_windows, B, [&](const WindowBatch& w) {
+        model.forward(ModelInput{.B = w.B, .T = T, .tokens = w.inputs});
+        return model.cross_entropy(w.targets, /*weight=*/0.0);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -267,41 +267,22 @@ inline GlideWeights load_glide_weights(const std::filesystem::path& path, const 
     GlideWeights w;
     w.layers.resize(c.draft.num_hidden_layers);
     for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, const std::vector<std::int64_t>& shape) {
-        const TensorInfo* info = file.find(name);
-        detail::require(info != nullptr, "glide", [&] {
-            return path.string() + ": tensor '" + name + "' is missing" +
-                   (name.find("cross_attn") != std::string::npos
-                        ? " (a GLIDE drafter with glide_cross_attention = true needs it)"
-                        : "");
-        });
-        detail::require(info->shape == shape, "glide", [&] {
-            return path.string() + ": tensor '" + name + "' has shape " + detail::shape_string(info->shape) +
-                   ", the config implies " + detail::shape_string(shape);
-        });
-        t.resize(detail::elements(shape));
-        file.read_floats(*info, t);
+        const bool cross = name.find("cross_attn") != std::string::npos;
+        detail::read_tensor(file, path, name, shape, t, "glide",
+                            cross ? " (a GLIDE drafter with glide_cross_attention = true needs it)" : "");
     });
     return w;
 }
 
-/// Writes `w` under its HF names; bfloat16 rounds to nearest even (save_weights' rule).
+/// Writes `w` under its HF names, float32 or bfloat16 (save_weights' rule).
 inline void save_glide_weights(const GlideWeights& w, const GlideConfig& c, const std::filesystem::path& path,
                                SaveFormat format = SaveFormat::kF32) {
     validate(w, c);
-    std::vector<TensorToWrite> tensors;
-    std::vector<std::vector<bf16>> rounded;  // keeps bf16 copies alive until written
-    rounded.reserve(2 + 12 * w.layers.size());
-    for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, const std::vector<std::int64_t>& shape) {
-        TensorToWrite out{name, DType::kF32, shape, std::as_bytes(std::span<const float>(t))};
-        if (format == SaveFormat::kBF16) {
-            auto& r = rounded.emplace_back(t.size());
-            for (std::size_t i = 0; i < t.size(); ++i) r[i] = to_bf16(t[i]);
-            out.dtype = DType::kBF16;
-            out.bytes = std::as_bytes(std::span<const bf16>(r));
-        }
-        tensors.push_back(std::move(out));
+    detail::write_tensors(path, format, [&](auto&& put) {
+        for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, const std::vector<std::int64_t>& shape) {
+            put(name, t, shape);
+        });
     });
-    write_safetensors(path, tensors, {{"format", "pt"}});
 }
 
 struct GlideCheckpoint {
@@ -428,15 +409,8 @@ public:
     /// committed tokens and drops every other tree row, as CpuModel::commit.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.draft.max_position_embeddings, "glide");
-        const int kvd = cfg_.draft.kv_dim();
-        for (int m = 0; m < cfg_.draft.num_hidden_layers; ++m)
-            for (std::vector<float>* cache : {&k_cache_, &v_cache_}) {
-                float* rows = layer_rows(*cache, m);
-                for (int j = 0; j < static_cast<int>(path.size()); ++j)
-                    if (path[j] != j)
-                        std::copy_n(rows + static_cast<std::size_t>(cache_len_ + path[j]) * kvd, kvd,
-                                    rows + static_cast<std::size_t>(cache_len_ + j) * kvd);
-            }
+        for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+            detail::gather_path_rows(*cache, cfg_.draft.num_hidden_layers, capacity_, cfg_.draft.kv_dim(), cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
     }
@@ -547,16 +521,7 @@ private:
         return cache.data() + static_cast<std::size_t>(layer) * capacity_ * cfg_.draft.kv_dim();
     }
 
-    /// y (n, m) = x (n, k) · Wᵀ, the fast product or the plain-loop reference.
-    void linear(float* y, const float* x, const detail::Matrix& w, int n) {
-        if (opt_.reference) {
-            if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
-            else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);
-        } else {
-            if (w.bf.empty()) matmul(*opt_.pool, y, x, w.f32, n, w.k, w.m);
-            else matmul(*opt_.pool, y, x, w.bf.data(), n, w.k, w.m);
-        }
-    }
+    void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
 
     /// (n, hd/2, 2) cos and sin of positions_ · inv_freq, CpuModel's arithmetic (angles in double).
     void rope_table(std::vector<float>& cs, const std::vector<double>& inv_freq) const {
@@ -636,23 +601,7 @@ private:
         const int kvd = c.kv_dim(), cq = cfg_.cross_dim();
         const bool bf = opt_.weight_format == WeightFormat::kBF16;
         const auto make = [&](std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k) {
-            detail::Matrix mat;
-            mat.m = m;
-            mat.k = k;
-            if (parts.size() == 1 && !bf) {
-                mat.f32 = parts[0]->data();
-                return mat;
-            }
-            if (bf) {
-                mat.bf.reserve(static_cast<std::size_t>(m) * k);
-                for (const auto* p : parts)
-                    for (float v : *p) mat.bf.push_back(to_bf16(v));
-            } else {
-                store->clear();
-                for (const auto* p : parts) store->insert(store->end(), p->begin(), p->end());
-                mat.f32 = store->data();
-            }
-            return mat;
+            return detail::make_matrix(store, std::move(parts), m, k, bf);
         };
         fused_.resize(2 * static_cast<std::size_t>(c.num_hidden_layers));
         mats_.resize(c.num_hidden_layers);

@@ -454,19 +454,8 @@ double glide_batch(TrainableGlide<float>& model, Target& target, const WindowBat
 template <ExposesKV Target>
 EvalResult evaluate_glide(TrainableGlide<float>& model, Target& target, const TokenFile& file, TokenRange range, int T,
                           int n_windows, int B, std::span<const std::uint8_t> cross_mask) {
-    detail::require(n_windows > 0, "train",
-                    [&] { return "evaluate_glide: n_windows must be > 0, got " + std::to_string(n_windows); });
-    double sum = 0.0;
-    for (int first = 0; first < n_windows; first += B) {
-        const int b = std::min(B, n_windows - first);
-        sum += glide_batch(model, target, spaced_windows(file, range, T, n_windows, first, b), cross_mask, false) * b;
-    }
-    EvalResult r;
-    r.n_windows = n_windows;
-    r.n_tokens = static_cast<long>(n_windows) * T;
-    r.loss = sum / n_windows;
-    r.perplexity = std::exp(r.loss);
-    return r;
+    return evaluate_windows(file, range, T, n_windows, B,
+                            [&](const WindowBatch& w) { return glide_batch(model, target, w, cross_mask, false); });
 }
 
 }  // namespace specdec::train
