@@ -8,7 +8,6 @@
 #include <memory>
 #include <new>
 #include <string>
-#include <type_traits>
 
 #include "bf16.hpp"
 #include "error.hpp"
@@ -97,9 +96,8 @@ namespace detail {
 /// Instruction set of a fast path. kAuto picks the best the CPU has.
 enum class MatmulIsa { kAuto, kScalar, kAvx2, kAvx512 };
 
-/// Kernel of a fast path. kAuto picks rows for small n, tiles (AVX-512 only) for tree-sized n and
-/// packed for large n; tiles on another ISA runs rows.
-enum class MatmulKernel { kAuto, kRows, kPacked, kTiles };
+/// Kernel of a fast path. kAuto picks rows for small n and packed for large n.
+enum class MatmulKernel { kAuto, kRows, kPacked };
 
 /// A forced choice, for tests and benchmarks; the public `matmul` uses the defaults.
 struct MatmulPath {
@@ -151,7 +149,7 @@ struct AlignedFloats {
 };
 
 /// Per-thread scratch that grows on demand and is kept: calls reuse it instead of allocating (and
-/// page-faulting fresh memory) each time. Slot 0 holds what a caller prepares for all its tasks (a
+/// page-faulting fresh memory) each time. Slot 0 holds what a caller prepares for all its tasks (the
 /// packed x), slot 1 what one task uses alone; a thread is the caller of at most one product at a
 /// time, so the two never collide. Contents are undefined on return.
 inline float* thread_scratch(int slot, std::size_t count) {
@@ -345,163 +343,6 @@ SPECDEC_TARGET_AVX512 void rows_avx512(float* y, const float* x, const WT* W, in
         case 2: rows_block_avx512<2, IB>(y + j, x, W + offset(j, k), n, k, m, 0); break;
         case 1: rows_block_avx512<1, IB>(y + j, x, W + offset(j, k), n, k, m, 0); break;
         default: break;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// AVX-512 tiles kernel: tree verification (kTilesMinN <= n < kPackedMinN)
-//
-// The rows kernel's dot products, in tiles of 4 W rows x 4 x rows (16 accumulators), changed where
-// it matters once n is large enough that the product is bound by FMAs rather than by reading W:
-//  - a tile's 16 sums leave the registers in one batched transpose-and-add (45 instructions, ~3 per
-//    output, landing as four runs of 4 outputs in y) instead of an 8-instruction reduction each;
-//  - bf16 W is widened by a shift and a mask of each 32-bit pair (even k in one register, odd k in
-//    the other) instead of a cross-lane zero extension, x being packed once per call in the same
-//    even/odd order; widening stays exact, and f32 products are summed as before;
-//  - k is cut into blocks whose 4 W rows and x tile fit L1 together; a block's partial sums wait
-//    as vectors in a per-thread buffer (4 x n_padded x 16 floats) until the last block reduces them.
-
-constexpr int kTilesMinN = 8;    // below: the rows kernel (decode, small trees)
-constexpr int kTilesKc = 768;    // k block, a multiple of 32: 4 f32 W rows + 4 x rows = 24 KiB
-
-/// Sums of acc[j][i] over their 16 lanes: 128-bit lane i of the result holds (Σacc[0][i], ..., Σacc[3][i]).
-SPECDEC_TARGET_AVX512 inline __m512 reduce_tile4x4(const __m512 (&acc)[4][4]) {
-    // Pairs of vectors -> one vector of both halves' sums, four times: 16 -> 8 -> 4 -> 2 -> 1.
-    __m512 s1[8];
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
-        const __m512 a = acc[q / 2][2 * (q % 2)], b = acc[q / 2][2 * (q % 2) + 1];
-        s1[q] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-    }
-    __m512 s2[4];  // s2[j]: 128-bit lane i holds the 4 partial sums of acc[j][i]
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q)
-        s2[q] = _mm512_add_ps(_mm512_shuffle_f32x4(s1[2 * q], s1[2 * q + 1], 0x88),
-                              _mm512_shuffle_f32x4(s1[2 * q], s1[2 * q + 1], 0xDD));
-    const __m512 s3a = _mm512_add_ps(_mm512_unpacklo_ps(s2[0], s2[1]), _mm512_unpackhi_ps(s2[0], s2[1]));
-    const __m512 s3b = _mm512_add_ps(_mm512_unpacklo_ps(s2[2], s2[3]), _mm512_unpackhi_ps(s2[2], s2[3]));
-    return _mm512_add_ps(_mm512_shuffle_ps(s3a, s3b, _MM_SHUFFLE(1, 0, 1, 0)),
-                         _mm512_shuffle_ps(s3a, s3b, _MM_SHUFFLE(3, 2, 3, 2)));
-}
-
-/// acc[j][i] += W row j · x row i over [0, kc) for f32 W; x rows unpacked.
-SPECDEC_TARGET_AVX512 inline void tile4x4_avx512(__m512 (&acc)[4][4], const float* const (&xr)[4],
-                                                 const float* const (&wr)[4], int kc, PrefetchRange& pf) {
-    int p = 0;
-    for (; p + 16 <= kc; p += 16) {
-        pf.step();
-        __m512 xv[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) xv[i] = _mm512_loadu_ps(xr[i] + p);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-            const __m512 w = _mm512_loadu_ps(wr[j] + p);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; ++i) acc[j][i] = _mm512_fmadd_ps(w, xv[i], acc[j][i]);
-        }
-    }
-    if (p < kc) {
-        const __mmask16 mask = static_cast<__mmask16>((1u << (kc - p)) - 1u);
-        __m512 xv[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) xv[i] = _mm512_maskz_loadu_ps(mask, xr[i] + p);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-            const __m512 w = _mm512_maskz_loadu_ps(mask, wr[j] + p);
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; ++i) acc[j][i] = _mm512_fmadd_ps(w, xv[i], acc[j][i]);
-        }
-    }
-}
-
-/// Same for bf16 W; x rows packed by pack_x_even_odd (zero beyond k), so only W's tail is masked.
-SPECDEC_TARGET_AVX512 inline void tile4x4_avx512(__m512 (&acc)[4][4], const float* const (&xr)[4],
-                                                 const bf16* const (&wr)[4], int kc, PrefetchRange& pf) {
-    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
-    for (int p = 0; p < kc; p += 32) {
-        pf.step();
-        const __mmask32 mask = kc - p >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (kc - p)) - 1u);
-        __m512 xe[4], xo[4];
-#pragma GCC unroll 4
-        for (int i = 0; i < 4; ++i) xe[i] = _mm512_load_ps(xr[i] + p), xo[i] = _mm512_load_ps(xr[i] + p + 16);
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; ++j) {
-            const __m512i d = _mm512_maskz_loadu_epi16(mask, wr[j] + p);
-            const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));
-            const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(d, high));
-#pragma GCC unroll 4
-            for (int i = 0; i < 4; ++i) acc[j][i] = _mm512_fmadd_ps(wo, xo[i], _mm512_fmadd_ps(we, xe[i], acc[j][i]));
-        }
-    }
-}
-
-/// xp (n, ldp) <- x (n, k), each 32-float block of a row reordered as its 16 even then 16 odd
-/// elements (the order tile4x4_avx512 widens bf16 pairs in), zero from k to ldp (a multiple of 32).
-SPECDEC_TARGET_AVX512 inline void pack_x_even_odd(float* xp, const float* x, int n, int k, int ldp) {
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-    for (int i = 0; i < n; ++i) {
-        const float* src = x + offset(i, k);
-        float* dst = xp + offset(i, ldp);
-        for (int p = 0; p < ldp; p += 32) {
-            const auto mask = [&](int q) {
-                const int left = std::clamp(k - q, 0, 16);
-                return static_cast<__mmask16>((1u << left) - 1u);
-            };
-            const __m512 a = _mm512_maskz_loadu_ps(mask(p), src + p), b = _mm512_maskz_loadu_ps(mask(p + 16), src + p + 16);
-            _mm512_store_ps(dst + p, _mm512_permutex2var_ps(a, even, b));
-            _mm512_store_ps(dst + p + 16, _mm512_permutex2var_ps(a, odd, b));
-        }
-    }
-}
-
-/// y rows [j0, j1) of all n rows, by tiles. x is the caller's x (f32 W, ldx = k) or its
-/// even/odd packing (bf16 W, ldx a multiple of 32); `partial` holds 4 x n_padded x 16 floats.
-template <class WT>
-SPECDEC_TARGET_AVX512 void tiles_avx512(float* y, const float* x, int ldx, const WT* W, int n, int k, int m, int j0,
-                                        int j1, float* partial) {
-    const int n_tiles = (n + 3) / 4, n_kblocks = (k + kTilesKc - 1) / kTilesKc;
-    for (int j = j0; j < j1; j += 4) {
-        const int nj = std::min(4, j1 - j);
-        const WT* wr[4];
-        for (int jj = 0; jj < 4; ++jj) wr[jj] = W + offset(j + std::min(jj, nj - 1), k);  // past j1: repeat the last row
-        // The next block of W, fetched a share per (k block, tile) while this block computes.
-        const int next_rows = std::max(0, std::min(4, j1 - j - 4));
-        const std::ptrdiff_t next_bytes = offset(next_rows, k) * std::ptrdiff_t{sizeof(WT)};
-        for (int kb = 0; kb < n_kblocks; ++kb) {
-            const int k0 = kb * kTilesKc, kc = std::min(kTilesKc, k - k0);
-            const bool first = kb == 0, last = kb + 1 == n_kblocks;
-            for (int t = 0; t < n_tiles; ++t) {
-                const int i0 = 4 * t, ni = std::min(4, n - i0);
-                const float* xr[4];
-                for (int ii = 0; ii < 4; ++ii) xr[ii] = x + offset(i0 + std::min(ii, ni - 1), ldx) + k0;
-                const WT* wk[4] = {wr[0] + k0, wr[1] + k0, wr[2] + k0, wr[3] + k0};
-                PrefetchRange pf = prefetch_share(W + offset(j + 4, k), next_bytes, kb * n_tiles + t, n_kblocks * n_tiles);
-                float* part = partial + offset(t, 16 * 16);
-                __m512 acc[4][4];
-#pragma GCC unroll 4
-                for (int jj = 0; jj < 4; ++jj)
-#pragma GCC unroll 4
-                    for (int ii = 0; ii < 4; ++ii)
-                        acc[jj][ii] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + 16 * (4 * jj + ii));
-                tile4x4_avx512(acc, xr, wk, kc, pf);
-                if (!last) {
-#pragma GCC unroll 4
-                    for (int jj = 0; jj < 4; ++jj)
-#pragma GCC unroll 4
-                        for (int ii = 0; ii < 4; ++ii) _mm512_store_ps(part + 16 * (4 * jj + ii), acc[jj][ii]);
-                    continue;
-                }
-                // 128-bit lane ii of `sums` is y[i0 + ii][j .. j + 3].
-                const __m512 sums = reduce_tile4x4(acc);
-                const __mmask8 cols = static_cast<__mmask8>((1u << nj) - 1u);
-                float* yt = y + offset(i0, m) + j;
-                _mm_mask_storeu_ps(yt, cols, _mm512_castps512_ps128(sums));
-                if (ni > 1) _mm_mask_storeu_ps(yt + m, cols, _mm512_extractf32x4_ps(sums, 1));
-                if (ni > 2) _mm_mask_storeu_ps(yt + offset(2, m), cols, _mm512_extractf32x4_ps(sums, 2));
-                if (ni > 3) _mm_mask_storeu_ps(yt + offset(3, m), cols, _mm512_extractf32x4_ps(sums, 3));
-            }
-        }
     }
 }
 
@@ -712,7 +553,8 @@ void packed_product(ThreadPool& pool, float* y, const float* x, const WT* W, Pac
     float* xpacked = thread_scratch(0, static_cast<std::size_t>(s.n_padded()) * static_cast<std::size_t>(s.k));
     pool.parallel_for(s.n_panels(), [&](int panel) { pack_x_panel(xpacked, x, s, panel); });
     pool.parallel_for(s.m_panels(), [&](int strip) {
-        // Per task: the W panel and the strip of y. Heap, not stack: worker stacks may be small.
+        // Per task: the W panel and the strip of y, in the thread's reused scratch (heap, not stack:
+        // worker stacks may be small).
         const std::size_t w_size = static_cast<std::size_t>(s.nr) * static_cast<std::size_t>(s.kc);
         float* scratch = thread_scratch(1, w_size + static_cast<std::size_t>(s.n_padded()) * static_cast<std::size_t>(s.nr));
         packed_strip(y, xpacked, W, s, strip, scratch, scratch + w_size, kernel);
@@ -758,9 +600,7 @@ void matmul_path(MatmulPath path, ThreadPool& pool, float* y, const float* x, co
     if (!isa_available(isa))
         fail("matmul", std::string("path '") + isa_name(isa) + "' requested, but this CPU lacks it");
     MatmulKernel kernel = path.kernel;
-    if (kernel == MatmulKernel::kAuto)
-        kernel = n >= kPackedMinN ? MatmulKernel::kPacked : n >= kTilesMinN ? MatmulKernel::kTiles : MatmulKernel::kRows;
-    if (kernel == MatmulKernel::kTiles && isa != MatmulIsa::kAvx512) kernel = MatmulKernel::kRows;
+    if (kernel == MatmulKernel::kAuto) kernel = n >= kPackedMinN ? MatmulKernel::kPacked : MatmulKernel::kRows;
     if (isa == MatmulIsa::kScalar) kernel = MatmulKernel::kRows;  // plain loops only: the portable path
 
 #if defined(__x86_64__)
@@ -778,23 +618,6 @@ void matmul_path(MatmulPath path, ThreadPool& pool, float* y, const float* x, co
                                packed_kernel_avx2<MR, NV>(kc, xp, wp, c, ldc, acc);
                            });
         }
-        return;
-    }
-    if (kernel == MatmulKernel::kTiles) {
-        const float* xt = x;
-        int ldx = k;
-        if constexpr (std::is_same_v<WT, bf16>) {
-            ldx = (k + 31) / 32 * 32;
-            float* xp = thread_scratch(0, static_cast<std::size_t>(offset(n, ldx)));
-            pack_x_even_odd(xp, x, n, k, ldx);
-            xt = xp;
-        }
-        const int chunk = rows_chunk(n, k, m, pool.size(), 4);
-        const std::size_t partial_size = static_cast<std::size_t>((n + 3) / 4) * 256;
-        pool.parallel_for((m + chunk - 1) / chunk, [&](int c) {
-            const int j0 = c * chunk, j1 = std::min(m, j0 + chunk);
-            tiles_avx512(y, xt, ldx, W, n, k, m, j0, j1, thread_scratch(1, partial_size));
-        });
         return;
     }
 #endif

@@ -79,8 +79,7 @@ std::vector<Shape> ragged_shapes() {
     for (int n : {1, 2, 3, 5, 8, 16, 17, 33, 64})
         for (int k : {1, 7, 31, 129, 770})
             for (int m : {1, 7, 31, 129, 770}) shapes.push_back({n, k, m});
-    // Tree-sized n for the tiles kernel: every remainder of n mod 4, and k past one k block
-    // (kTilesKc = 768) with a bf16 tail that is no multiple of 32.
+    // Tree-sized n: every remainder of n mod 6 (the rows kernel's x tile), k with a ragged tail.
     for (int n : {9, 10, 11, 12, 31, 47, 95})
         for (Shape s : {Shape{n, 33, 129}, Shape{n, 770, 31}, Shape{n, 1601, 7}}) shapes.push_back(s);
     // Large n, where the packed kernel runs by default: fewer shapes, since the reference is slow.
@@ -102,7 +101,6 @@ std::vector<MatmulPath> all_paths() {
         }
         paths.push_back({isa, MatmulKernel::kRows});
         if (isa != MatmulIsa::kScalar) paths.push_back({isa, MatmulKernel::kPacked});
-        if (isa == MatmulIsa::kAvx512) paths.push_back({isa, MatmulKernel::kTiles});
     }
     paths.push_back({MatmulIsa::kAuto, MatmulKernel::kAuto});
     return paths;
@@ -113,7 +111,6 @@ const char* kernel_name(MatmulKernel kernel) {
         case MatmulKernel::kAuto: return "auto";
         case MatmulKernel::kRows: return "rows";
         case MatmulKernel::kPacked: return "packed";
-        case MatmulKernel::kTiles: return "tiles";
     }
     return "?";
 }
