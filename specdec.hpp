@@ -36,6 +36,14 @@
 // SpeculativeSampling (chains), MultiDraftSampling (trees of sampled siblings) or SampleAndMatch (any
 // tree); each acceptor states its precondition and throws specdec::error when it does not hold.
 //
+// ## Other compositions (each a few lines in examples/)
+// A proposer either scores the builder's nodes (ScoresNodes: ModelProposer over any LanguageModel,
+// e.g. a GlideModel reading the target's KV cache) or drafts tokens itself, each with the law it came
+// from (DraftsTokens: MaxGram, and Review — a drafter model reviewing a smaller token drafter, itself
+// a DraftsTokens proposer, so cascades nest; Horizontal lets drafters take turns along one draft).
+// Builders: Chain, KAryTree, ExpandedChain (GLIDE's CAPE). See examples/06_cs_drafting.cpp and
+// examples/07_glide_cape.cpp.
+//
 // ## Compile-time options
 // None. The CUDA backend (`CudaModel`, kernels in kernels.cuh) is visible in translation units compiled by
 // nvcc; link `specdec::cuda` (defined when CMake finds nvcc) for the CUDA runtime and cuBLASLt.
