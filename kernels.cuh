@@ -1,9 +1,10 @@
 // specdec/kernels.cuh — the CUDA kernels of the Llama forward, the KV commit, and sampling.
 // SPDX-License-Identifier: MIT
 //
-// Each kernel mirrors a piece of the float32 CPU reference (detail/cpu_model.hpp, detail/sampling.hpp)
-// and is tested against it in tests/cuda/test_cuda.cu. Each comes with a host launcher `launch_*`
-// that picks the grid and checks the launch; the model (detail/cuda_model.cuh) only calls launchers.
+// Each kernel mirrors a piece of the float32 CPU reference (detail/cpu_model.hpp, detail/glide.hpp,
+// detail/sampling.hpp) and is tested against it in tests/cuda/test_cuda.cu. Each comes with a host
+// launcher `launch_*` that picks the grid and checks the launch; the models (detail/cuda_model.cuh,
+// detail/cuda_glide.cuh) only call launchers.
 //
 // Shapes: D width, H heads, Hkv kv-heads, hd head dim, F SwiGLU width, V vocab, C cache rows,
 // n rows computed in this forward, N nodes of the tree, T committed tokens, W mask words per node.
@@ -141,7 +142,8 @@ inline void launch_rope_table(cudaStream_t s, float* cs, const int* positions, c
 }
 
 /// Rotates q in place in qkv (n, (H + 2·Hkv)·hd) = [q | k | v] per row, and writes rotated k and plain
-/// v as bf16 into cache row T + first + i of k_cache, v_cache (C, Hkv·hd).
+/// v as bf16 into cache row T + first + i of k_cache, v_cache (C, Hkv·hd). With Hkv = 0 it rotates the
+/// queries (n, H·hd) only and touches no cache: GLIDE's cross queries (detail/cuda_glide.cuh).
 static __global__ void rope_store_kv(float* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache, const float* cs,
                               const StepParams* params, int H, int Hkv, int hd) {
     const int i = blockIdx.x, half = hd / 2, kvd = Hkv * hd;
@@ -179,6 +181,29 @@ inline void launch_rope_store_kv(cudaStream_t s, float* qkv, __nv_bfloat16* k_ca
 // times from L2 rather than N·G times.
 // Mask: tree row T + j is visible to node i iff bit j of mask row i is set (its ancestors and itself,
 // derived from parents on the host: detail/tree_mask.hpp); committed rows are visible to all.
+// The same two kernels run GLIDE's cross-attention (PrefixAttention below): they are templates over the
+// problem, which says through keys() how many keys to split and which of them a query row sees.
+
+/// Keys 0..T+N-1 of a tree forward: the committed rows [0, T), then tree row T + j, visible to a node
+/// iff bit j of its mask row is set.
+struct TreeKeys {
+    int T = 0;
+    int count = 0;  // T + N
+    const std::uint32_t* mask = nullptr;  // (n, mask_words)
+    int mask_words = 0;
+    __device__ bool visible(int node, int key) const {
+        const std::uint32_t* row = mask + static_cast<std::size_t>(node) * mask_words;
+        return key < T || ((row[(key - T) / 32] >> ((key - T) % 32)) & 1u);
+    }
+};
+
+/// Keys 0..count-1 of another model's committed cache, query node i seeing rows [0, rows[i]): GLIDE's KV
+/// delay (glide-cape.txt §4.1), no tree part. rows[i] may be 0 (nothing visible).
+struct PrefixKeys {
+    int count = 0;  // max of rows[i]
+    const int* rows = nullptr;  // (n)
+    __device__ bool visible(int node, int key) const { return key < rows[node]; }
+};
 
 struct TreeAttention {
     __nv_bfloat16* out = nullptr;          // (n, H·hd) normalised attention output
@@ -193,6 +218,31 @@ struct TreeAttention {
     int mask_words = 0;  // W
     int split_keys = 0;  // keys per chunk, a multiple of kAttnTile
     int max_splits = 0;  // chunks the partial buffers hold: ceil(C / split_keys)
+
+    __device__ TreeKeys keys() const {
+        return {params->cache_len, params->cache_len + params->n_tree, mask, mask_words};
+    }
+    __device__ const float* query(int i) const { return qkv + static_cast<std::size_t>(i) * (H + 2 * Hkv) * hd; }
+};
+
+/// GLIDE's cross-attention (glide-cape.txt §4.1): this model's queries over a prefix of another model's
+/// committed cache (the target's, read in place), query i seeing rows [0, visible_rows[i]). H query heads
+/// share Hkv kv heads as in the tree (GQA). A query that sees no row gets a zero output.
+struct PrefixAttention {
+    __nv_bfloat16* out = nullptr;            // (n, H·hd) normalised attention output
+    float* part_acc = nullptr;               // (n·H, max_splits, hd) as TreeAttention's
+    float* part_ml = nullptr;                // (n·H, max_splits, 2)
+    const float* q = nullptr;                // (n, H·hd) RoPE applied
+    const __nv_bfloat16* k_cache = nullptr;  // (rows, Hkv·hd) RoPE applied
+    const __nv_bfloat16* v_cache = nullptr;  // (rows, Hkv·hd)
+    const int* visible_rows = nullptr;       // (n) each at most the rows the cache holds
+    const int* key_count = nullptr;          // (1) max of visible_rows: the keys split into chunks
+    int n = 0, H = 0, Hkv = 0, hd = 0;
+    int split_keys = 0;  // keys per chunk, a multiple of kAttnTile
+    int max_splits = 0;  // chunks the partial buffers hold: ceil(rows / split_keys)
+
+    __device__ PrefixKeys keys() const { return {*key_count, visible_rows}; }
+    __device__ const float* query(int i) const { return q + static_cast<std::size_t>(i) * H * hd; }
 };
 
 constexpr int kAttnWarps = 4;
@@ -208,23 +258,24 @@ inline std::size_t tree_attention_smem(int hd) {
 }
 
 /// kDimsPerLane = ceil(hd / 32): each lane accumulates output dimensions lane, lane + 32, ...
-template <int kDimsPerLane>
-__global__ void __launch_bounds__(kAttnWarps * 32) tree_attention_partial(TreeAttention a) {
+/// Attention: TreeAttention or PrefixAttention.
+template <int kDimsPerLane, class Attention>
+__global__ void __launch_bounds__(kAttnWarps * 32) attention_partial(Attention a) {
     extern __shared__ float smem[];
-    const int T = a.params->cache_len, N = a.params->n_tree;
+    const auto keys = a.keys();
     const int G = a.H / a.Hkv, g = blockIdx.x, split = blockIdx.y;
-    const int key_begin = split * a.split_keys, key_end = min(key_begin + a.split_keys, T + N);
+    const int key_begin = split * a.split_keys, key_end = min(key_begin + a.split_keys, keys.count);
     const int row0 = blockIdx.z * kAttnRows, rows = min(kAttnRows, a.n * G - row0);
     if (key_begin >= key_end || rows <= 0) return;  // graph replays launch chunks for the whole capacity
 
-    const int hd = a.hd, kvd = a.Hkv * hd, qkv_stride = (a.H + 2 * a.Hkv) * hd;
+    const int hd = a.hd, kvd = a.Hkv * hd;
     float* q_s = smem;                        // (kAttnRows, hd)
     float* k_s = q_s + kAttnRows * hd;        // (kAttnTile, hd + 1)
     float* v_s = k_s + kAttnTile * (hd + 1);  // (kAttnTile, hd)
     const float scale = 1.0f / sqrtf(static_cast<float>(hd));
     for (int e = threadIdx.x; e < rows * hd; e += blockDim.x) {
         const int r = e / hd, d = e % hd, flat = row0 + r, i = flat / G, h = g * G + flat % G;
-        q_s[e] = a.qkv[static_cast<std::size_t>(i) * qkv_stride + h * hd + d] * scale;
+        q_s[e] = a.query(i)[h * hd + d] * scale;
     }
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -252,9 +303,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) tree_attention_partial(TreeAt
         for (int j = 0; j < kAttnRowsPerWarp; ++j) {
             const int r = warp * kAttnRowsPerWarp + j;
             if (r >= rows) break;  // uniform across the warp
-            const int node = (row0 + r) / G;
-            const std::uint32_t* mask = a.mask + static_cast<std::size_t>(node) * a.mask_words;
-            const bool visible = key < key_end && (key < T || ((mask[(key - T) / 32] >> ((key - T) % 32)) & 1u));
+            const bool visible = key < key_end && keys.visible((row0 + r) / G, key);
             float s = -INFINITY;
             if (visible) {
                 s = 0.0f;
@@ -293,14 +342,21 @@ __global__ void __launch_bounds__(kAttnWarps * 32) tree_attention_partial(TreeAt
 }
 
 /// Merges the chunks of one (node, head): out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s.
-/// M is finite: every node sees itself.
-static __global__ void tree_attention_merge(TreeAttention a) {
+/// In a tree M is finite (every node sees itself); a cross-attention query that sees no row has
+/// M = -inf and gets zeros, as the CPU reference (detail/glide.hpp).
+template <class Attention>
+__global__ void attention_merge(Attention a) {
     const int row = blockIdx.x;  // i·H + h
-    const int splits = (a.params->cache_len + a.params->n_tree + a.split_keys - 1) / a.split_keys;
+    const int splits = (a.keys().count + a.split_keys - 1) / a.split_keys;
     const float* ml = a.part_ml + static_cast<std::size_t>(row) * a.max_splits * 2;
     const float* acc = a.part_acc + static_cast<std::size_t>(row) * a.max_splits * a.hd;
     float M = -INFINITY;
     for (int s = 0; s < splits; ++s) M = fmaxf(M, ml[2 * s]);
+    if (M == -INFINITY) {
+        for (int d = threadIdx.x; d < a.hd; d += blockDim.x)
+            a.out[static_cast<std::size_t>(row) * a.hd + d] = __float2bfloat16(0.0f);
+        return;
+    }
     float L = 0.0f;
     for (int s = 0; s < splits; ++s) L += expf(ml[2 * s] - M) * ml[2 * s + 1];
     for (int d = threadIdx.x; d < a.hd; d += blockDim.x) {
@@ -310,9 +366,9 @@ static __global__ void tree_attention_merge(TreeAttention a) {
     }
 }
 
-/// `splits` chunks are launched: ceil((T + N) / split_keys) when T is known on the host, max_splits
-/// inside a CUDA graph (the extra blocks return at once).
-inline void launch_tree_attention(cudaStream_t s, const TreeAttention& a, int splits) {
+/// Both attention kernels for one problem, `splits` chunks wide.
+template <class Attention>
+void launch_attention(cudaStream_t s, const Attention& a, int splits) {
     detail::require(a.hd <= kAttnMaxHeadDim && a.hd % 2 == 0, "cuda.attention", [&] {
         return "head_dim " + std::to_string(a.hd) + " is not supported (even values up to " +
                std::to_string(kAttnMaxHeadDim) + ")";
@@ -326,12 +382,23 @@ inline void launch_tree_attention(cudaStream_t s, const TreeAttention& a, int sp
     const int G = a.H / a.Hkv;
     const dim3 grid(a.Hkv, splits, (a.n * G + kAttnRows - 1) / kAttnRows);
     const std::size_t smem = tree_attention_smem(a.hd);
-    if (a.hd <= 32) tree_attention_partial<1><<<grid, kAttnWarps * 32, smem, s>>>(a);
-    else if (a.hd <= 64) tree_attention_partial<2><<<grid, kAttnWarps * 32, smem, s>>>(a);
-    else tree_attention_partial<4><<<grid, kAttnWarps * 32, smem, s>>>(a);
+    if (a.hd <= 32) attention_partial<1><<<grid, kAttnWarps * 32, smem, s>>>(a);
+    else if (a.hd <= 64) attention_partial<2><<<grid, kAttnWarps * 32, smem, s>>>(a);
+    else attention_partial<4><<<grid, kAttnWarps * 32, smem, s>>>(a);
     check_launch();
-    tree_attention_merge<<<a.n * a.H, 64, 0, s>>>(a);
+    attention_merge<<<a.n * a.H, 64, 0, s>>>(a);
     check_launch();
+}
+
+/// `splits` chunks are launched: ceil((T + N) / split_keys) when T is known on the host, max_splits
+/// inside a CUDA graph (the extra blocks return at once).
+inline void launch_tree_attention(cudaStream_t s, const TreeAttention& a, int splits) {
+    launch_attention(s, a, splits);
+}
+
+/// `splits`: ceil(key_count / split_keys), at least 1, or max_splits (the extra blocks return at once).
+inline void launch_prefix_attention(cudaStream_t s, const PrefixAttention& a, int splits) {
+    launch_attention(s, a, splits);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@
 #include "detail/rng.hpp"            // defines: philox4x32, StepRng, RngStream (counter-based randomness)
 #include "detail/thread_pool.hpp"    // defines: ThreadPool (the parallel loops' workers; the caller owns it)
 #include "detail/matmul.hpp"         // defines: matmul, matmul_reference, dot, axpy, cpu_features
+#include "detail/panel_matmul.hpp"   // defines: PanelMatrix, panel_matmul, panels_available
 #include "detail/sampling.hpp"       // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
 #include "detail/views.hpp"          // defines: Rows (per-node logits), KvView
 #include "detail/tree.hpp"           // defines: Tree, Node, Draw, validate_path
@@ -88,4 +89,5 @@
 #include "detail/cascade_analytics.hpp"  // defines: cs_pgf, cs_ewif_sd, cs_ewif_vertical, cs_ewif_horizontal
 #if defined(__CUDACC__)
 #include "detail/cuda_model.cuh"     // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
+#include "detail/cuda_glide.cuh"     // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
 #endif

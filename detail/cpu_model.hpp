@@ -15,6 +15,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "matmul.hpp"
+#include "panel_matmul.hpp"
 #include "thread_pool.hpp"
 #include "tree.hpp"
 #include "views.hpp"
@@ -200,20 +201,36 @@ inline float softmax_numerators(float* p, int len, float scale) {
     return sum;
 }
 
-/// A weight matrix (m, k) as the model multiplies it: float32, or bfloat16 widened in registers.
+/// A weight matrix (m, k) as the model multiplies it: panels (panel_matmul.hpp) where the CPU has
+/// AVX-512, else as stored, float32 or bfloat16 (widened in registers).
 struct Matrix {
     const float* f32 = nullptr;
     std::vector<bf16> bf;  // (m, k) when stored as bfloat16
+    PanelMatrix<float> panels_f32;
+    PanelMatrix<bf16> panels_bf;
     int m = 0, k = 0;
 };
 
 /// The parts (stacked row-wise) as one matrix: fused q|k|v and gate|up mean fewer, larger products
-/// (one pass over x, one thread dispatch instead of three). A single float32 part is used in place;
-/// otherwise the rows are copied into `store` (float32) or converted to bfloat16.
-inline Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k, bool bf) {
+/// (one pass over x, one thread dispatch instead of three). With `panels` they are packed (a copy in
+/// either format); otherwise a single float32 part is used in place, and the rows are copied into
+/// `store` (float32) or converted to bfloat16.
+inline Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k, bool bf,
+                          bool panels) {
     Matrix mat;
     mat.m = m;
     mat.k = k;
+    if (panels) {
+        std::vector<const float*> rows;  // row j of the stacked parts
+        rows.reserve(static_cast<std::size_t>(m));
+        for (const auto* p : parts)
+            for (std::size_t at = 0; at + static_cast<std::size_t>(k) <= p->size(); at += static_cast<std::size_t>(k))
+                rows.push_back(p->data() + at);
+        const auto row = [&](int j) { return rows[static_cast<std::size_t>(j)]; };
+        if (bf) mat.panels_bf = PanelMatrix<bf16>(m, k, row);
+        else mat.panels_f32 = PanelMatrix<float>(m, k, row);
+        return mat;
+    }
     if (parts.size() == 1 && !bf) {
         mat.f32 = parts[0]->data();
         return mat;
@@ -257,13 +274,26 @@ struct ModelOptions {
     WeightFormat weight_format = WeightFormat::kF32;
     ThreadPool* pool = nullptr;                  // runs the parallel loops; null = one thread (the caller's)
     bool reference = false;                      // plain-loop matrix products: the oracle the fast path is tested against
+    bool panels = true;                          // pack W as panels where the CPU has AVX-512 (panel_matmul.hpp): faster
+                                                 // trees; false multiplies W as stored (no float32 copy)
 };
 
 namespace detail {
 
+/// make_matrix(store, parts, m, k) in the format `options` ask for: bfloat16 or float32, as panels
+/// unless the plain-loop reference is asked for or the CPU cannot run them.
+inline auto matrix_maker(const ModelOptions& options) {
+    const bool bf = options.weight_format == WeightFormat::kBF16, panels = options.panels && !options.reference && panels_available();
+    return [bf, panels](std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k) {
+        return make_matrix(store, std::move(parts), m, k, bf, panels);
+    };
+}
+
 /// y (n, m) = x (n, k) · Wᵀ: every matrix product of a model goes through here, the fast product or
 /// (options.reference) the plain-loop oracle.
 inline void linear(const ModelOptions& options, float* y, const float* x, const Matrix& w, int n) {
+    if (!w.panels_f32.empty()) return panel_matmul(*options.pool, y, x, w.panels_f32, n);
+    if (!w.panels_bf.empty()) return panel_matmul(*options.pool, y, x, w.panels_bf, n);
     if (options.reference) {
         if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
         else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);
@@ -468,14 +498,11 @@ private:
 
     void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
 
-    /// Fuses q|k|v and gate|up into single matrices, converted to bfloat16 when asked (make_matrix).
+    /// Fuses q|k|v and gate|up into single matrices, in the format the options ask for (matrix_maker).
     void prepare_matrices() {
         const int D = cfg_.hidden_size, Fw = cfg_.intermediate_size, qd = cfg_.num_attention_heads * cfg_.head_dim();
         const int kvd = cfg_.kv_dim();
-        const bool bf = opt_.weight_format == WeightFormat::kBF16;
-        const auto make = [&](std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k) {
-            return detail::make_matrix(store, std::move(parts), m, k, bf);
-        };
+        const auto make = detail::matrix_maker(opt_);
         fused_.resize(2 * static_cast<std::size_t>(cfg_.num_hidden_layers));
         mats_.resize(cfg_.num_hidden_layers);
         for (int l = 0; l < cfg_.num_hidden_layers; ++l) {

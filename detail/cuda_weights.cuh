@@ -1,4 +1,4 @@
-// specdec/detail/cuda_weights.cuh — a Llama's parameters on the device: bf16 matrices, fp32 norms.
+// specdec/detail/cuda_weights.cuh — a Llama's (or GLIDE drafter's) parameters on the device: bf16 matrices, fp32 norms.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "bf16.hpp"
 #include "config.hpp"
 #include "cuda_context.cuh"
+#include "glide.hpp"
 #include "philox.hpp"
 #include "weights.hpp"
 
@@ -46,6 +47,21 @@ struct DeviceWeights {
                  l.mlp_norm.bytes();
         return b + norm.bytes();
     }
+};
+
+/// GLIDE's cross-attention sub-layer of one drafter layer (glide-cape.txt §4.1), h = the target's heads,
+/// d_k = its head_dim.
+struct DeviceCrossAttention {
+    DeviceBuffer<float> norm;          // (D) cross_attn_layernorm
+    DeviceBuffer<__nv_bfloat16> wq;    // (h*d_k, D) W_1..W_h stacked by head
+    DeviceBuffer<__nv_bfloat16> wo;    // (D, h*d_k) W^O
+};
+
+/// A GLIDE drafter on the device: its Llama part exactly as CudaModel holds one, plus one cross-attention
+/// per layer (none for the vanilla drafter).
+struct DeviceGlideWeights {
+    DeviceWeights llama;                      // N_D layers
+    std::vector<DeviceCrossAttention> cross;  // (N_D), or empty when glide_cross_attention is false
 };
 
 namespace detail {
@@ -85,6 +101,19 @@ inline DeviceBuffer<float> ones(std::size_t count) {
     return to_device<float>(host);
 }
 
+/// The Llama sub-layers of one layer; LayerWeights and GlideLayer<float> name their tensors alike.
+template <class Layer>
+DeviceLayer upload_layer(const Layer& l) {
+    DeviceLayer dl;
+    dl.attn_norm = to_device<float>(l.attn_norm);
+    dl.wqkv = upload_bf16({&l.wq, &l.wk, &l.wv});
+    dl.wo = upload_bf16({&l.wo});
+    dl.mlp_norm = to_device<float>(l.mlp_norm);
+    dl.w_gate_up = upload_bf16({&l.w_gate, &l.w_up});
+    dl.w_down = upload_bf16({&l.w_down});
+    return dl;
+}
+
 }  // namespace detail
 
 /// The float32 host weights of a checkpoint, on the device (validated against `c` first).
@@ -93,18 +122,27 @@ inline DeviceWeights upload_weights(const Config& c, const Weights& w) {
     validate(w, c);
     DeviceWeights d;
     d.embed = detail::upload_bf16({&w.embed});
-    for (const LayerWeights& l : w.layers) {
-        DeviceLayer dl;
-        dl.attn_norm = to_device<float>(l.attn_norm);
-        dl.wqkv = detail::upload_bf16({&l.wq, &l.wk, &l.wv});
-        dl.wo = detail::upload_bf16({&l.wo});
-        dl.mlp_norm = to_device<float>(l.mlp_norm);
-        dl.w_gate_up = detail::upload_bf16({&l.w_gate, &l.w_up});
-        dl.w_down = detail::upload_bf16({&l.w_down});
-        d.layers.push_back(std::move(dl));
-    }
+    for (const LayerWeights& l : w.layers) d.layers.push_back(detail::upload_layer(l));
     d.norm = to_device<float>(w.norm);
     if (!c.tie_word_embeddings) d.lm_head = detail::upload_bf16({&w.lm_head});
+    return d;
+}
+
+/// The float32 host weights of a GLIDE drafter (load_glide_checkpoint's), on the device, validated
+/// against `c` first. Rounded to bf16 like upload_weights; the cross-attention norms stay fp32.
+inline DeviceGlideWeights upload_glide_weights(const GlideConfig& c, const GlideWeights& w) {
+    c.validate();
+    validate(w, c);
+    DeviceGlideWeights d;
+    d.llama.embed = detail::upload_bf16({&w.embed});
+    for (const GlideLayer<float>& l : w.layers) {
+        d.llama.layers.push_back(detail::upload_layer(l));
+        if (c.glide_cross_attention)
+            d.cross.push_back({to_device<float>(l.cross_norm), detail::upload_bf16({&l.cross_wq}),
+                               detail::upload_bf16({&l.cross_wo})});
+    }
+    d.llama.norm = to_device<float>(w.norm);
+    if (!c.draft.tie_word_embeddings) d.llama.lm_head = detail::upload_bf16({&w.lm_head});
     return d;
 }
 

@@ -594,15 +594,12 @@ private:
         }
     }
 
-    /// Fuses q|k|v and gate|up (fewer, larger products, as CpuModel), bfloat16 copies when asked.
+    /// Fuses q|k|v and gate|up (fewer, larger products, as CpuModel), in the format the options ask for.
     void prepare_matrices() {
         const Config& c = cfg_.draft;
         const int D = c.hidden_size, Fw = c.intermediate_size, qd = c.num_attention_heads * c.head_dim();
         const int kvd = c.kv_dim(), cq = cfg_.cross_dim();
-        const bool bf = opt_.weight_format == WeightFormat::kBF16;
-        const auto make = [&](std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k) {
-            return detail::make_matrix(store, std::move(parts), m, k, bf);
-        };
+        const auto make = detail::matrix_maker(opt_);
         fused_.resize(2 * static_cast<std::size_t>(c.num_hidden_layers));
         mats_.resize(c.num_hidden_layers);
         for (int m = 0; m < c.num_hidden_layers; ++m) {

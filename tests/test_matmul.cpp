@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "detail/matmul.hpp"
+#include "detail/panel_matmul.hpp"
 #include "detail/thread_pool.hpp"
 
 namespace {
@@ -263,4 +264,95 @@ TEST_CASE("the pool's size defaults to the hardware and rejects negative counts"
     ThreadPool pool(0);
     CHECK(pool.size() == std::max(1, int(std::thread::hardware_concurrency())));
     CHECK_THROWS_AS(ThreadPool(-1), specdec::error);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// panel_matmul: W packed once into 48-row groups (detail/panel_matmul.hpp)
+
+namespace {
+
+template <class WT>
+void check_panels_against_reference(std::uint32_t seed) {
+    if (!specdec::panels_available()) {
+        WARN("this CPU lacks AVX-512: the panel product is not used here and not tested");
+        return;
+    }
+    ThreadPool pool1(1), pool2(2), pool3(3);
+    std::vector<Shape> shapes = ragged_shapes();
+    // Every tile height 1..9 and the even splits above it; m of one partial vector, a partial group,
+    // whole groups (48), and groups plus one vector.
+    for (int n = 1; n <= 20; ++n) shapes.push_back({n, 65, 40});
+    for (int m : {16, 33, 48, 96, 112}) shapes.push_back({7, 30, m});
+    for (const Shape& s : shapes) {
+        const auto x = random_floats(std::size_t(s.n) * s.k, seed + 1);
+        const auto wf = random_floats(std::size_t(s.m) * s.k, seed + 2);
+        std::vector<WT> W;  // what the panels hold, as stored: the reference multiplies the same values
+        if constexpr (std::is_same_v<WT, bf16>) W = to_bf16s(wf);
+        else W = wf;
+        const specdec::PanelMatrix<WT> P(s.m, s.k, [&](int j) { return wf.data() + std::size_t(j) * s.k; });
+        std::vector<float> ref(std::size_t(s.n) * s.m);
+        specdec::matmul_reference(ref.data(), x.data(), W.data(), s.n, s.k, s.m);
+        const auto bounds = error_bounds(x, W, s.n, s.k, s.m);
+        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+            std::vector<float> y(std::size_t(s.n) * s.m, std::nanf(""));
+            specdec::panel_matmul(*pool, y.data(), x.data(), P, s.n);
+            INFO("n=" << s.n << " k=" << s.k << " m=" << s.m << " threads=" << pool->size());
+            CHECK(worst_error_ratio(y, ref, bounds) <= 1.0);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the panel product matches the reference for f32 weights over ragged shapes", "[matmul][panels]") {
+    check_panels_against_reference<float>(30);
+}
+TEST_CASE("the panel product matches the reference for bf16 weights over ragged shapes", "[matmul][panels]") {
+    check_panels_against_reference<bf16>(40);
+}
+
+TEST_CASE("panels hold every weight once, where index() says, and zeros in the padding", "[matmul][panels]") {
+    const int m = GENERATE(1, 16, 40, 48, 100), k = GENERATE(1, 7, 30);
+    std::vector<float> W(std::size_t(m) * k);
+    for (std::size_t i = 0; i < W.size(); ++i) W[i] = float(i + 1);  // all distinct, none zero, exact in bf16 up to 256
+    const auto row = [&](int j) { return W.data() + std::size_t(j) * k; };
+    const specdec::PanelMatrix<float> pf(m, k, row);
+    const specdec::PanelMatrix<bf16> pb(m, k, row);
+    CHECK(pf.rows() == m);
+    CHECK(pf.cols() == k);
+    CHECK(pb.padded_cols() == (k + 1) / 2 * 2);
+    const int m_pad = (m + 15) / 16 * 16;
+    REQUIRE(pf.padded_cols() == k);
+    std::vector<int> seen(std::size_t(m_pad) * k, 0);
+    for (int j = 0; j < m; ++j)
+        for (int p = 0; p < k; ++p) {
+            CHECK(pf.at(j, p) == W[std::size_t(j) * k + p]);
+            CHECK(specdec::to_float(pb.at(j, p)) == specdec::to_float(specdec::to_bf16(W[std::size_t(j) * k + p])));
+            ++seen[pf.index(j, p)];
+        }
+    // index() is one-to-one onto the stored weights, and everything else is zero padding.
+    CHECK(std::count(seen.begin(), seen.end(), 1) == std::ptrdiff_t(m) * k);
+    std::ptrdiff_t nonzero = 0;
+    for (std::size_t i = 0; i < seen.size(); ++i) nonzero += pf.data()[i] != 0.0f;
+    CHECK(nonzero == std::ptrdiff_t(m) * k);
+    int width = 0;
+    for (int g = 0; g < pf.groups(); ++g) width += pf.group_width(g);
+    CHECK(width == m_pad);
+}
+
+TEST_CASE("panel_matmul handles empty products and rejects a negative n", "[matmul][panels]") {
+    if (!specdec::panels_available()) {
+        WARN("this CPU lacks AVX-512: panel_matmul is not tested");
+        return;
+    }
+    ThreadPool pool(2);
+    const std::vector<float> W(3 * 5, 1.0f), x(2 * 5, 1.0f);
+    const specdec::PanelMatrix<float> P(3, 5, [&](int j) { return W.data() + j * 5; });
+    std::vector<float> y(6, -1.0f);
+    specdec::panel_matmul(pool, y.data(), x.data(), P, 0);
+    CHECK(y[0] == -1.0f);  // n = 0 writes nothing
+    CHECK_THROWS_WITH(specdec::panel_matmul(pool, y.data(), x.data(), P, -1), Catch::Contains("n = -1"));
+    const specdec::PanelMatrix<float> empty_k(3, 0, [&](int j) { return W.data() + j * 5; });
+    specdec::panel_matmul(pool, y.data(), x.data(), empty_k, 2);
+    CHECK(y == std::vector<float>(6, 0.0f));  // k = 0: y = 0
 }

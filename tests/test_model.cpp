@@ -187,14 +187,15 @@ TEST_CASE("bad shapes and trees are rejected with errors that name the value", "
 TEST_CASE("the fast paths match the plain-loop reference model", "[model][fast]") {
     const bool gqa = GENERATE(false, true);
     const int threads = GENERATE(1, 2, 3);
+    const bool panels = GENERATE(true, false);  // W packed as panels (where the CPU has AVX-512) or as stored
     Config cfg = test::tiny_config(gqa, 77);  // a vocabulary that is no multiple of the vector width
     cfg.intermediate_size = 50;
     const Weights w = random_weights(cfg, 21, 0.3f);
     ThreadPool pool(threads);
     CpuModel reference(cfg, w, {.reference = true});
-    CpuModel fast(cfg, w, {.pool = &pool});
+    CpuModel fast(cfg, w, {.pool = &pool, .panels = panels});
     CpuModel bf16_ref(cfg, w, {.weight_format = WeightFormat::kBF16, .reference = true});
-    CpuModel bf16_fast(cfg, w, {.weight_format = WeightFormat::kBF16, .pool = &pool});
+    CpuModel bf16_fast(cfg, w, {.weight_format = WeightFormat::kBF16, .pool = &pool, .panels = panels});
     const std::vector<int> prefix{3, 1, 4, 1, 5, 9, 2, 6};
     const Tree tree = random_tree(20, cfg.vocab_size, 5);
     const auto logits = [&](CpuModel& m) {

@@ -8,7 +8,8 @@
 //          (bytes that must be read: weight matrices + the KV cache, / measured bandwidth);
 //        - tree verification: N = 1, 2, 4, 8, 16, 32, 64 nodes (a random tree), ratio to N = 1;
 //        - prefill: 512 tokens, GFLOP/s as a share of the FMA ceiling;
-//      and the plain-loop reference model's decode beside the fast one.
+//      and, beside the fast model (W packed as panels where the CPU has AVX-512), the model that
+//      multiplies W as stored (decode and N = 16, "rows") and the plain-loop reference's decode.
 // Weights are ordinary heap memory, touched and warmed by a first run before timing.
 //
 // Build and run:  cmake --build build --target bench_model && ./build/bench_model [--threads N] [--csv F] [--quick]
@@ -80,6 +81,8 @@ int run(int argc, char** argv) {
     std::printf("decode ratio = median / floor, floor = (matrix bytes + KV bytes) / %.1f GB/s; tree ratio = / N=1; "
                 "prefill ratio = %% of %.1f GFLOP/s\n\n",
                 ceil.read_gbs_all, ceil.fma_gflops_all);
+    std::printf("fast path: %s\n\n", panels_available() ? "W packed as panels, panel_matmul (AVX-512)"
+                                                        : "W as stored, matmul's rows kernel (no AVX-512)");
     std::printf("%-8s %-5s %-9s %4s %11s %11s %9s\n", "model", "dtype", "what", "N", "median ms", "best ms", "ratio");
 
     struct Shape {
@@ -133,6 +136,17 @@ int run(int argc, char** argv) {
                 const Timing tt = time_runs([&](int) { model.forward(t, 0); }, 5, min_s);
                 if (n == 1) t1 = tt.median;
                 record({s.name, dtype, "tree", n, 1e3 * tt.median, 1e3 * tt.best, tt.median / t1});
+            }
+            // The same model multiplying W as stored (matmul's rows kernel), measured beside: what the
+            // panels gain. Its N = 16 ratio is to its own decode.
+            if (panels_available()) {
+                CpuModel stored(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool, .panels = false});
+                detail::prefill(stored, context, 64);
+                const Timing d = time_runs([&](int) { stored.forward(one, 0); }, 5, min_s);
+                record({s.name, dtype, "rows dec", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
+                const Tree t16 = random_tree(16, cfg.vocab_size, 7 + 16);
+                const Timing t = time_runs([&](int) { stored.forward(t16, 0); }, 5, min_s);
+                record({s.name, dtype, "rows tree", 16, 1e3 * t.median, 1e3 * t.best, t.median / d.median});
             }
             // Prefill of 512 tokens on an empty cache.
             model.reset();

@@ -1,6 +1,7 @@
 // The CUDA backend against the float32 CPU reference: every kernel on random inputs with ragged sizes,
 // the whole model on random trees, commit, hidden states, CUDA graphs, greedy speculative decoding and
-// same-seed sampling. Runs only with a GPU (tests/cuda/main.cpp exits 77 without one).
+// same-seed sampling; GLIDE's drafter on the GPU against GlideModel. Runs only with a GPU
+// (tests/cuda/main.cpp exits 77 without one).
 //
 // Error bounds are normalised by the reference's largest magnitude, max|got - want| / max|want|
 // (ggml's test-backend-ops compares backends the same way):
@@ -10,16 +11,19 @@
 //                     SwiGLU to bf16, K/V written to the cache, attention output
 //   kGemm      1e-4   bf16 inputs rounded identically on both sides, fp32 accumulation in another order
 //   kModel     3e-2   whole model vs CpuModel holding the same bf16-rounded matrices: the GPU also
-//                     rounds every GEMM input and the KV cache to bf16, compounding over the layers
+//                     rounds every GEMM input and the KV cache to bf16, compounding over the layers;
+//                     likewise CudaGlideModel vs GlideModel<CpuModel> (target and drafter both on the GPU)
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <vector>
 
 #include "catch.hpp"
+#include "detail/cuda_glide.cuh"
 #include "detail/cuda_model.cuh"
 #include "helpers.hpp"
 #include "specdec.hpp"
@@ -261,6 +265,72 @@ TEST_CASE("tree attention matches the CPU reference for N = 1..64 over ragged ca
     kernels::launch_tree_attention(ctx.stream(), a, max_splits);
     ctx.synchronize();
     CHECK(download_bf16(out.get(), out.size()) == exact);
+}
+
+TEST_CASE("the cross-attention kernel attends each query to its own prefix of the cache, zeros when it sees none",
+          "[cuda][kernel][glide]") {
+    CudaContext ctx;
+    const auto [H, Hkv, hd] = GENERATE(std::tuple{4, 2, 8}, std::tuple{6, 3, 32}, std::tuple{8, 1, 64}, std::tuple{8, 8, 128});
+    const int R = GENERATE(0, 5, 300);  // rows the other model has committed
+    const int split_keys = GENERATE(32, 128);
+    const int kvd = Hkv * hd, G = H / Hkv, C = R + 40;  // rows past R hold garbage that must stay invisible
+    const int max_splits = (C + split_keys - 1) / split_keys;
+    // GLIDE's limits min(position, R): nothing, everything, and ragged prefixes across chunk borders.
+    std::vector<int> visible;
+    for (int want : {0, R, R / 2, 1, 33, R - 1, 129, 0, 2})
+        visible.push_back(std::clamp(want, 0, R));
+    const int n = static_cast<int>(visible.size()), key_count = *std::max_element(visible.begin(), visible.end());
+    const std::vector<float> k = rounded(normal(static_cast<std::size_t>(C) * kvd, 4));
+    const std::vector<float> v = rounded(normal(static_cast<std::size_t>(C) * kvd, 5));
+    const std::vector<float> q = normal(static_cast<std::size_t>(n) * H * hd, 6, 0.5f);
+
+    // CPU: softmax(q·kᵀ/√hd)·v over rows [0, visible[i]) in double (GlideModel::attend_rows), zero when empty.
+    std::vector<float> want(static_cast<std::size_t>(n) * H * hd, 0.0f);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+    for (int i = 0; i < n; ++i)
+        for (int h = 0; h < H; ++h) {
+            const int len = visible[i];
+            if (len == 0) continue;
+            const float* qi = &q[(static_cast<std::size_t>(i) * H + h) * hd];
+            std::vector<double> s(len);
+            double mx = -INFINITY, sum = 0.0;
+            for (int r = 0; r < len; ++r) {
+                double dot = 0.0;
+                for (int d = 0; d < hd; ++d) dot += double(qi[d]) * k[static_cast<std::size_t>(r) * kvd + (h / G) * hd + d];
+                mx = std::max(mx, s[r] = dot * scale);
+            }
+            for (double& x : s) sum += (x = std::exp(x - mx));
+            for (int d = 0; d < hd; ++d) {
+                double o = 0.0;
+                for (int r = 0; r < len; ++r) o += s[r] / sum * v[static_cast<std::size_t>(r) * kvd + (h / G) * hd + d];
+                want[(static_cast<std::size_t>(i) * H + h) * hd + d] = static_cast<float>(o);
+            }
+        }
+
+    const auto d_k = upload_bf16(k);
+    const auto d_v = upload_bf16(v);
+    const auto d_q = to_device<float>(q);
+    const auto d_visible = to_device<int>(visible);
+    const auto d_count = to_device<int>(std::vector<int>{key_count});
+    DeviceBuffer<__nv_bfloat16> out(static_cast<std::size_t>(n) * H * hd);
+    DeviceBuffer<float> part_acc(static_cast<std::size_t>(n) * H * max_splits * hd), part_ml(static_cast<std::size_t>(n) * H * max_splits * 2);
+    const kernels::PrefixAttention a{.out = out.get(), .part_acc = part_acc.get(), .part_ml = part_ml.get(), .q = d_q.get(),
+                                     .k_cache = d_k.get(), .v_cache = d_v.get(), .visible_rows = d_visible.get(),
+                                     .key_count = d_count.get(), .n = n, .H = H, .Hkv = Hkv, .hd = hd,
+                                     .split_keys = split_keys, .max_splits = max_splits};
+    INFO("H " << H << ", Hkv " << Hkv << ", hd " << hd << ", R " << R << ", split " << split_keys);
+    kernels::launch_prefix_attention(ctx.stream(), a, std::max(1, (key_count + split_keys - 1) / split_keys));
+    ctx.synchronize();
+    const std::vector<float> got = download_bf16(out.get(), out.size());
+    CHECK(normalized_error(got, want) < kBf16);
+    for (int i = 0; i < n; ++i)
+        if (visible[i] == 0)
+            CHECK(std::all_of(got.begin() + static_cast<std::ptrdiff_t>(i) * H * hd,
+                              got.begin() + static_cast<std::ptrdiff_t>(i + 1) * H * hd, [](float x) { return x == 0.0f; }));
+    // Chunks for the whole capacity (as a CUDA graph would launch) change nothing.
+    kernels::launch_prefix_attention(ctx.stream(), a, max_splits);
+    ctx.synchronize();
+    CHECK(download_bf16(out.get(), out.size()) == got);
 }
 
 TEST_CASE("SwiGLU matches the CPU reference", "[cuda][kernel]") {
@@ -656,4 +726,226 @@ TEST_CASE("same-seed sampling draws the same tokens on CPU and GPU where their d
         CHECK(gpu_tokens[i] == sample_index(p, u));
     }
     CHECK(comparable > n / 2);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// GLIDE's drafter on the GPU (glide-cape.txt §4.1): CudaGlideModel against GlideModel<CpuModel>
+
+namespace {
+
+/// `w` with every matrix rounded to bf16 and the norms kept: what CudaGlideModel computes with.
+GlideWeights bf16_matrices(const GlideConfig& c, GlideWeights w) {
+    for_each_tensor(w, c, [](const std::string& name, std::vector<float>& t, const auto&) {
+        if (name.find("norm") == std::string::npos) t = rounded(t);
+    });
+    return w;
+}
+
+/// A drafter of its own shape (head_dim 32, one kv head) reading the top `layers` layers of `target`.
+GlideConfig glide_for(const Config& target, int layers, bool tied) {
+    const Config draft{.hidden_size = 128, .intermediate_size = 256, .num_hidden_layers = layers,
+                       .num_attention_heads = 4, .num_key_value_heads = 1, .vocab_size = target.vocab_size,
+                       .max_position_embeddings = 256, .tie_word_embeddings = tied};
+    return glide_config_for(draft, target);
+}
+
+std::vector<int> tokens_of(int n, int vocab, int salt) {
+    std::vector<int> t(n);
+    for (int i = 0; i < n; ++i) t[i] = (i * 7 + salt * 13 + 1) % vocab;
+    return t;
+}
+
+/// Logits of a chain decoded from an empty drafter cache: positions 0..n-1, each seeing its own number
+/// of target rows (the KV delay at its strongest).
+template <class M>
+std::vector<float> chain_logits(M& model, const std::vector<int>& tokens) {
+    model.reset();
+    return copy_rows(model.forward(Tree::chain(tokens), 0));
+}
+
+/// A GLIDE drafter whose Llama part is the target plus noise and whose cross-attention is small and
+/// random (tests/test_glide.cpp's near_target): acceptance strictly between 0 and 1.
+GlideWeights near_target(const GlideConfig& cfg, const Weights& target_w, std::uint64_t seed) {
+    std::map<std::string, const std::vector<float>*> llama;
+    const Weights noisy = perturbed(cfg.draft, target_w, 0.05f, seed);
+    for_each_tensor(noisy, cfg.draft,
+                    [&](const std::string& name, const std::vector<float>& t, std::size_t) { llama[name] = &t; });
+    GlideWeights w = random_glide_weights(cfg, seed, 0.1f);
+    for_each_tensor(w, cfg, [&](const std::string& name, std::vector<float>& t, const auto&) {
+        if (llama.count(name)) t = *llama[name];
+    });
+    return bf16_matrices(cfg, std::move(w));
+}
+
+}  // namespace
+
+TEST_CASE("CudaGlideModel is a LanguageModel that ModelProposer drives", "[cuda][glide]") {
+    STATIC_REQUIRE(LanguageModel<CudaGlideModel>);
+    STATIC_REQUIRE(Proposer<ModelProposer<CudaGlideModel>>);
+    STATIC_REQUIRE(LanguageModel<GlideModel<CudaModel>>);
+}
+
+TEST_CASE("CudaGlideModel tree logits match GlideModel<CpuModel> holding the same bf16 matrices", "[cuda][glide]") {
+    // Target shapes: head_dim 8, 64, 128; target rows 37, 150 (two cross-attention chunks of 128), 0 and 61.
+    const auto [which, target_len] = GENERATE(std::tuple{0, 37}, std::tuple{1, 150}, std::tuple{2, 0}, std::tuple{2, 61});
+    const Config tcfg = model_config(which);
+    const Weights tw = bf16_matrices(tcfg, random_weights(tcfg, 31 + which, 0.3f));
+    const GlideConfig gcfg = glide_for(tcfg, which == 0 ? 1 : 2, which == 1);
+    const GlideWeights gw = bf16_matrices(gcfg, random_glide_weights(gcfg, 41 + which, 0.3f));
+    CpuModel cpu_target(tcfg, tw);
+    CudaContext ctx;
+    CudaModel gpu_target(tcfg, tw, ctx);
+    const std::vector<int> target_prefix = tokens_of(target_len, tcfg.vocab_size, which);
+    detail::prefill(cpu_target, target_prefix);
+    detail::prefill(gpu_target, target_prefix);
+    GlideModel cpu(gcfg, gw, cpu_target);
+    CudaGlideModel gpu(gcfg, gw, gpu_target, ctx);
+    GlideModel host_copy(gcfg, gw, gpu_target);  // the host path: CudaModel::kv() copies the rows back
+    INFO("config " << which << ", target rows " << target_len);
+
+    // The drafter lags the target by 4 tokens, so the tree's positions straddle the target's length:
+    // nodes below it see [0, position), nodes at or past it see every committed row.
+    const std::vector<int> draft_prefix = tokens_of(std::max(0, target_len - 4), tcfg.vocab_size, which + 1);
+    const Tree tree = random_tree(12, tcfg.vocab_size, 7 + which);
+    detail::prefill(cpu, draft_prefix);
+    detail::prefill(gpu, draft_prefix);
+    detail::prefill(host_copy, draft_prefix);
+    const std::vector<float> want = copy_rows(cpu.forward(tree, 0));
+    const std::vector<float> got = copy_rows(gpu.forward(tree, 0));
+    CHECK(normalized_error(got, want) < kModel);
+    CHECK(normalized_error(copy_rows(host_copy.forward(tree, 0)), want) < kModel);
+
+    SECTION("a chain from position 0: every query sees a different number of target rows") {
+        const std::vector<int> chain = tokens_of(20, tcfg.vocab_size, 5);
+        CHECK(normalized_error(chain_logits(gpu, chain), chain_logits(cpu, chain)) < kModel);
+    }
+    SECTION("growing the tree with forward(tree, first) gives the same rows") {
+        Tree grown;
+        std::vector<float> rows;
+        int first = 0;
+        for (int i = 0; i < tree.size(); ++i) {
+            grown.add(tree[i].token, tree[i].parent);
+            if (i % 5 == 4 || i + 1 == tree.size()) {
+                const std::vector<float> part = copy_rows(gpu.forward(grown, first));
+                rows.insert(rows.end(), part.begin(), part.end());
+                first = grown.size();
+            }
+        }
+        CHECK(normalized_error(rows, got) < kModel);
+    }
+}
+
+TEST_CASE("after CudaGlideModel commits a path, the next forward equals a fresh drafter decoding the accepted tokens",
+          "[cuda][glide]") {
+    const Config tcfg = model_config(1);
+    const Weights tw = bf16_matrices(tcfg, random_weights(tcfg, 3, 0.3f));
+    const GlideConfig gcfg = glide_for(tcfg, 2, false);
+    const GlideWeights gw = bf16_matrices(gcfg, random_glide_weights(gcfg, 4, 0.3f));
+    CudaContext ctx;
+    CudaModel target(tcfg, tw, ctx);
+    CpuModel cpu_target(tcfg, tw);
+    // Few committed tokens on both sides, so that one misplaced KV row moves the logits by O(1/5) of
+    // the attention; the tree's positions 3.. straddle the target's 6 rows.
+    const std::vector<int> target_prefix{5, 9, 11, 3, 2, 8}, prefix{5, 9, 11};
+    detail::prefill(target, target_prefix);
+    detail::prefill(cpu_target, target_prefix);
+    CudaGlideModel tree_model(gcfg, gw, target, ctx), fresh(gcfg, gw, target, ctx);
+    GlideModel cpu(gcfg, gw, cpu_target);
+    const Tree tree = random_tree(16, tcfg.vocab_size, 21);
+    const std::vector<int> path = tree.path_to(tree.size() - 1);
+    REQUIRE(path.size() >= 2);
+    const Tree next = Tree::chain(std::vector<int>{17});
+    detail::prefill(tree_model, prefix);
+    detail::prefill(cpu, prefix);
+    tree_model.forward(tree, 0);
+    tree_model.commit(path);
+    cpu.forward(tree, 0);
+    cpu.commit(path);
+    REQUIRE(tree_model.cache_len() == static_cast<int>(prefix.size() + path.size()));
+    const std::vector<float> got = copy_rows(tree_model.forward(next, 0));
+
+    std::vector<int> accepted = prefix;
+    for (int node : path) accepted.push_back(tree[node].token);
+    detail::prefill(fresh, accepted);
+    // Products over different row counts round differently, so the tree's and the chain's bf16 K/V
+    // agree to rounding, not bit for bit; a misplaced row would be off by far more.
+    CHECK(normalized_error(got, copy_rows(fresh.forward(next, 0))) < kModel);
+    CHECK(normalized_error(got, copy_rows(cpu.forward(next, 0))) < kModel);
+
+    SECTION("truncate back to the prefix, then decode the path as one chain: the same last row") {
+        tree_model.truncate(static_cast<int>(prefix.size()));
+        std::vector<int> rest(accepted.begin() + static_cast<std::ptrdiff_t>(prefix.size()), accepted.end());
+        rest.push_back(next[0].token);
+        const Rows rows = tree_model.forward(Tree::chain(rest), 0);
+        const std::span<const float> row = rows.row(rows.rows() - 1);
+        const std::vector<float> last(row.begin(), row.end());
+        CHECK(normalized_error(last, got) < kModel);
+    }
+    SECTION("reset, then decode everything again: the same row") {
+        tree_model.reset();
+        detail::prefill(tree_model, accepted);
+        CHECK(normalized_error(copy_rows(tree_model.forward(next, 0)), got) < kModel);
+    }
+}
+
+TEST_CASE("greedy speculative decoding with CudaGlideModel as drafter equals greedy decoding of the CudaModel target",
+          "[cuda][glide][generate]") {
+    const std::uint64_t seed = GENERATE(1u, 2u, 3u);
+    const Config cfg = test::tiny_config();
+    const Weights w = bf16_matrices(cfg, random_weights(cfg, seed, 0.4f));
+    CudaContext ctx;
+    CudaModel target(cfg, w, ctx);
+    // A drafter of the target's own shape reading both target layers, near the target.
+    const GlideConfig gcfg = glide_config_for(cfg, cfg);
+    CudaGlideModel glide(gcfg, near_target(gcfg, w, seed + 50), target, ctx);
+    const std::vector<int> prompt{static_cast<int>(seed % 60), 3, 17, 42};
+    const GenerateOptions opts{.max_new_tokens = 40, .seed = seed};
+    const Generation plain = autoregressive_generate(target, prompt, opts);
+    ModelProposer proposer(glide);
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    SECTION("a chain of 4") {
+        Chain builder{.gamma = 4};
+        const Generation spec = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+        check_greedy_equal(cfg, w, prompt, plain.tokens, spec.tokens);
+        CHECK(spec.n_target_calls() < plain.n_target_calls());  // drafts were accepted: the check is not vacuous
+    }
+    SECTION("a top-k tree (3, 2, 1)") {
+        KAryTree builder{.k_config = {3, 2, 1}, .draw = DrawPolicy::kTopK};
+        const Generation spec = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+        check_greedy_equal(cfg, w, prompt, plain.tokens, spec.tokens);
+    }
+    SECTION("CAPE's expanded chain (GLIDE's own tree, §4.2)") {
+        ExpandedChain builder{.gamma = 5};
+        const Generation spec = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+        check_greedy_equal(cfg, w, prompt, plain.tokens, spec.tokens);
+    }
+}
+
+TEST_CASE("a CUDA GLIDE drafter that does not fit its target is refused naming the values", "[cuda][glide][errors]") {
+    const Config tcfg = test::tiny_config(true);  // 2 layers, 4 heads of 8, 2 kv heads, vocab 64
+    CudaContext ctx;
+    CudaModel target(tcfg, random_weights(tcfg, 61, 0.3f), ctx);
+    const GlideConfig good = glide_for(tcfg, 1, true);
+    const auto build = [&](const GlideConfig& cfg) {
+        [[maybe_unused]] const CudaGlideModel model(cfg, random_glide_weights(cfg, 62), target, ctx);
+    };
+    CHECK_NOTHROW(build(good));
+    const auto refused = [&](auto change, const std::string& ours, const std::string& theirs) {
+        GlideConfig bad = good;
+        change(bad);
+        CHECK_THROWS_WITH(build(bad), Catch::Contains("[specdec.cuda.glide]") && Catch::Contains(ours) &&
+                                          Catch::Contains(theirs));
+    };
+    refused([](GlideConfig& c) { c.glide_target_layers = 3; }, "glide_target_layers is 3", "num_hidden_layers 2");
+    refused([](GlideConfig& c) { c.glide_cross_heads = 8; }, "glide_cross_heads is 8", "num_attention_heads 4");
+    refused([](GlideConfig& c) { c.glide_cross_head_dim = 4; }, "glide_cross_head_dim is 4", "head_dim 8");
+    refused([](GlideConfig& c) { c.glide_target_kv_heads = 4; }, "glide_target_kv_heads is 4", "num_key_value_heads 2");
+    refused([](GlideConfig& c) { c.glide_target_rope_theta = 500000.0f; }, "glide_target_rope_theta is 500000",
+            "rope_theta 10000");
+    refused([](GlideConfig& c) { c.draft.vocab_size = 100; }, "vocab_size is 100", "vocab_size 64");
+
+    CudaContext other;
+    CHECK_THROWS_WITH(CudaGlideModel(good, random_glide_weights(good, 63), target, other),
+                      Catch::Contains("[specdec.cuda.glide]") && Catch::Contains("CudaContext"));
 }
