@@ -56,6 +56,7 @@
 #include "detail/rng.hpp"            // defines: philox4x32, StepRng, RngStream (counter-based randomness)
 #include "detail/thread_pool.hpp"    // defines: ThreadPool (the parallel loops' workers; the caller owns it)
 #include "detail/matmul.hpp"         // defines: matmul, matmul_reference, dot, axpy, cpu_features
+#include "detail/huge_pages.hpp"     // defines: HugePageAllocator, HugeVector (weights and KV cache on 2 MiB pages)
 #include "detail/panel_matmul.hpp"   // defines: PanelMatrix, panel_matmul, panels_available
 #include "detail/sampling.hpp"       // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
 #include "detail/views.hpp"          // defines: Rows (per-node logits), KvView

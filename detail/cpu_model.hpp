@@ -15,6 +15,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "matmul.hpp"
+#include "huge_pages.hpp"
 #include "panel_matmul.hpp"
 #include "thread_pool.hpp"
 #include "tree.hpp"
@@ -45,11 +46,11 @@ inline void rope(float* head, int head_dim, const float* cs) {
 }
 
 /// From this many query nodes on, the fast model computes attention as matrix products
-/// (CpuModel::attend_blocked); below it, one dot product per (node, key row) is bound by reading the
-/// cache, and the blocked path's gathers cost more than they save. Measured, 1 thread, hd 64, 12 heads
-/// (Zen 5, T = 256 and 1000 cached rows): blocked/loop time 2.2x at n = 1, 1.15x at 2, 0.85x at 3,
-/// 0.6x at 4, 0.25x at 16; with GQA (4 kv heads) the blocked path wins from n = 1.
-constexpr int kBlockedAttentionMinNodes = 4;
+/// (CpuModel::attend_blocked); below it, one dot product per (node, key row). Measured in isolation
+/// (1 thread, hd 64, 12 heads, Zen 5, T = 256 and 1000) the loop wins below n = 3, but inside the
+/// ~110M model, where each forward's weights have pushed the cache out of L2, the blocked path is
+/// faster from n = 2 (2 threads, bf16, T = 256: 7.2 -> 5.9 ms) and slower only at n = 1 (4.8 vs 5.2 ms).
+constexpr int kBlockedAttentionMinNodes = 2;
 
 /// Query rows (a block of nodes times the heads of one GQA group) per work item of the blocked
 /// attention: enough rows to amortise reading the keys and values, few enough that a prefill skips
@@ -250,7 +251,7 @@ inline Matrix make_matrix(std::vector<float>* store, std::vector<const std::vect
 /// Moves the KV rows of `path` (node indices of the last forward's tree, root first, increasing) to
 /// rows cache_len.. of every layer: commit's gather. Sources are at or after their destinations and
 /// increase, so an in-order move never overwrites a row it still has to read.
-inline void gather_path_rows(std::vector<float>& cache, int layers, int capacity, int kvd, int cache_len,
+inline void gather_path_rows(HugeVector<float>& cache, int layers, int capacity, int kvd, int cache_len,
                              std::span<const int> path) {
     for (int l = 0; l < layers; ++l) {
         float* rows = cache.data() + static_cast<std::size_t>(l) * capacity * kvd;
@@ -437,7 +438,7 @@ public:
     /// parent of the next) as the next committed tokens, and drops every other tree row.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
-        for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+        for (HugeVector<float>* cache : {&k_cache_, &v_cache_})
             detail::gather_path_rows(*cache, cfg_.num_hidden_layers, capacity_, cfg_.kv_dim(), cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
@@ -487,7 +488,7 @@ public:
     }
 
 private:
-    float* layer_rows(std::vector<float>& cache, int layer) {
+    float* layer_rows(HugeVector<float>& cache, int layer) {
         return cache.data() + static_cast<std::size_t>(layer) * capacity_ * cfg_.kv_dim();
     }
 
@@ -673,7 +674,7 @@ private:
     int capacity_ = 0;       // C
     int cache_len_ = 0;      // T
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
-    std::vector<float> k_cache_, v_cache_;  // (L, C, Hkv*hd)
+    HugeVector<float> k_cache_, v_cache_;  // (L, C, Hkv*hd)
     std::vector<float> x_, xb_;             // (n, D)
     std::vector<float> qkv_;                // (n, H*hd + 2*Hkv*hd)
     std::vector<float> q_, att_;            // (n, H*hd)

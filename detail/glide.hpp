@@ -409,7 +409,7 @@ public:
     /// committed tokens and drops every other tree row, as CpuModel::commit.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.draft.max_position_embeddings, "glide");
-        for (std::vector<float>* cache : {&k_cache_, &v_cache_})
+        for (HugeVector<float>* cache : {&k_cache_, &v_cache_})
             detail::gather_path_rows(*cache, cfg_.draft.num_hidden_layers, capacity_, cfg_.draft.kv_dim(), cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
@@ -517,7 +517,7 @@ private:
         for (std::size_t j = 0; j < x_.size(); ++j) x_[j] += xb_[j];
     }
 
-    float* layer_rows(std::vector<float>& cache, int layer) {
+    float* layer_rows(HugeVector<float>& cache, int layer) {
         return cache.data() + static_cast<std::size_t>(layer) * capacity_ * cfg_.draft.kv_dim();
     }
 
@@ -641,7 +641,7 @@ private:
     int capacity_ = 0;       // C
     int cache_len_ = 0;      // T
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
-    std::vector<float> k_cache_, v_cache_;  // (N_D, C, Hkv*hd)
+    HugeVector<float> k_cache_, v_cache_;  // (N_D, C, Hkv*hd)
     std::vector<int> positions_;            // (n) absolute position of each node of this forward
     std::vector<float> rope_cs_;            // (n, hd/2, 2)
     std::vector<float> cross_cs_;           // (n, d_k/2, 2)

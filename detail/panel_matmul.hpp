@@ -11,6 +11,7 @@
 
 #include "bf16.hpp"
 #include "error.hpp"
+#include "huge_pages.hpp"
 #include "matmul.hpp"
 #include "thread_pool.hpp"
 
@@ -97,7 +98,7 @@ private:
     }
 
     int m_ = 0, k_ = 0, kp_ = 0;
-    std::vector<WT> data_;
+    HugeVector<WT> data_;  // streamed whole every step: on huge pages (huge_pages.hpp)
 };
 
 namespace detail {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "detail/bf16.hpp"
+#include "detail/huge_pages.hpp"
 #include "detail/matmul.hpp"
 #include "detail/thread_pool.hpp"
 #include "ceilings.hpp"
@@ -211,8 +212,8 @@ int run(int argc, char** argv) {
     // 1 GiB of f32: the bandwidth probe, then the f32 weight arena. Filled in parallel (first touch).
     std::fprintf(stderr, "filling 1 GiB ...\n");
     const std::size_t n_floats = (std::size_t(1) << 30) / sizeof(float);
-    std::vector<float> big(n_floats);
-    std::vector<bf16> big16(std::size_t(96) << 20);  // 192 MiB of bf16 weights (> 85M params)
+    specdec::HugeVector<float> big(n_floats);  // huge pages, as the model's weights
+    specdec::HugeVector<bf16> big16(std::size_t(96) << 20);  // 192 MiB of bf16 weights (> 85M params)
     pool.parallel_for(64, [&](int t) {
         std::uint32_t state = 0x9e3779b9u * std::uint32_t(t + 1);
         const std::size_t b = n_floats * std::size_t(t) / 64, e = n_floats * std::size_t(t + 1) / 64;

@@ -73,7 +73,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "ceilings ...\n");
     Ceilings ceil;
     {
-        std::vector<float> big((std::size_t(1) << 30) / sizeof(float));
+        HugeVector<float> big((std::size_t(1) << 30) / sizeof(float));
         ceil = measure_ceilings(pool, big);
     }
     std::printf("threads %d; read %.1f GB/s (1 thread) %.1f GB/s (all); f32 FMA %.1f GFLOP/s (1 thread) %.1f (all)\n",

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <vector>
 
 #include "detail/matmul.hpp"
@@ -188,7 +189,9 @@ double fma_rate(ThreadPool& pool) {
 }
 
 /// Fills `big` (first touch in parallel, so pages spread over the threads) and measures all four ceilings.
-inline Ceilings measure_ceilings(ThreadPool& pool, std::vector<float>& big) {
+/// Pass a HugeVector: the model's weights and KV cache sit on huge pages, so their floor is read from
+/// the same kind of memory.
+inline Ceilings measure_ceilings(ThreadPool& pool, std::span<float> big) {
     ThreadPool one(1);
     pool.parallel_for(64, [&](int t) {
         const std::size_t b = big.size() * std::size_t(t) / 64, e = big.size() * std::size_t(t + 1) / 64;
