@@ -46,10 +46,11 @@ inline void rope(float* head, int head_dim, const float* cs) {
 }
 
 /// From this many query nodes on, the fast model computes attention as matrix products
-/// (CpuModel::attend_blocked); below it, one dot product per (node, key row). Measured in isolation
-/// (1 thread, hd 64, 12 heads, Zen 5, T = 256 and 1000) the loop wins below n = 3, but inside the
-/// ~110M model, where each forward's weights have pushed the cache out of L2, the blocked path is
-/// faster from n = 2 (2 threads, bf16, T = 256: 7.2 -> 5.9 ms) and slower only at n = 1 (4.8 vs 5.2 ms).
+/// (CpuModel::attend_blocked); a single node takes CpuModel::attend_one (split over key rows). The
+/// per-(node, head) loop (CpuModel::attend) is the reference model's. Measured in isolation (1 thread,
+/// hd 64, 12 heads, Zen 5, T = 256 and 1000) the loop beat the blocked path below n = 3, but inside
+/// the ~110M model, where each forward's weights have pushed the cache out of L2, the blocked path is
+/// faster from n = 2 (2 threads, bf16, T = 256: 7.2 -> 5.9 ms).
 constexpr int kBlockedAttentionMinNodes = 2;
 
 /// Query rows (a block of nodes times the heads of one GQA group) per work item of the blocked
@@ -411,6 +412,7 @@ public:
                 for (int h = 0; h < cfg_.num_key_value_heads; ++h) detail::rope(k + h * hd, hd, cs);
             }
             if (blocked_attention(n)) attend_blocked(kc, vc, first, N);
+            else if (n == 1 && !opt_.reference) attend_one(kc, vc, visible[0]);
             else attend(kc, vc, visible);
             linear(xb_.data(), att_.data(), mats_[l].wo, n);
             for (std::size_t j = 0; j < nn * D; ++j) x_[j] += xb_[j];
@@ -520,8 +522,8 @@ private:
     }
 
     /// att_ (n, H*hd): softmax(q·kᵀ/√hd)·v over committed rows and each node's visible tree rows.
-    /// One task per (node, head); scores live in scores_ (n*H, T + depth + 1). The reference model
-    /// always takes this path; the fast one for fewer than kBlockedAttentionMinNodes nodes.
+    /// One task per (node, head); scores live in scores_ (n*H, T + depth + 1). The reference model's
+    /// path (the fast one takes attend_one or attend_blocked).
     void attend(const float* kc, const float* vc, const std::vector<std::vector<int>>& visible) {
         const int n = static_cast<int>(visible.size()), H = cfg_.num_attention_heads, hd = cfg_.head_dim();
         const int kvd = cfg_.kv_dim(), group = H / cfg_.num_key_value_heads, T = cache_len_;
@@ -551,6 +553,59 @@ private:
             for (int t = 0; t < n * H; ++t) task(t);
         } else {
             opt_.pool->parallel_for(n * H, task);
+        }
+    }
+
+    /// att_ (1, H*hd) for a single node (a decode step) like attend(), split over the key rows instead
+    /// of the heads: a task reads its rows whole (all heads, kvd contiguous floats) where a per-head
+    /// task reads one hd-float segment of each row, kvd floats apart — after a forward's weights have
+    /// streamed through, that strided read from memory cost about a fifth of a 110M bf16 decode step.
+    /// Each chunk keeps per head its max score, sum of exponentials and weighted values; the chunks
+    /// are merged as in flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023).
+    void attend_one(const float* kc, const float* vc, const std::vector<int>& tree_rows) {
+        const int H = cfg_.num_attention_heads, hd = cfg_.head_dim(), kvd = cfg_.kv_dim();
+        const int group = H / cfg_.num_key_value_heads, T = cache_len_;
+        const int len = T + static_cast<int>(tree_rows.size());
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const int chunk = std::max(32, (len + 4 * opt_.pool->size() - 1) / (4 * opt_.pool->size()));
+        const int n_chunks = (len + chunk - 1) / chunk;
+        const std::size_t part = static_cast<std::size_t>(hd) + 2;  // per (chunk, head): max, sum, hd values
+        scores_.resize(static_cast<std::size_t>(n_chunks) * H * chunk);
+        partials_.resize(static_cast<std::size_t>(n_chunks) * H * part);
+        const auto row = [&](const float* cache, int r) {
+            return cache + static_cast<std::size_t>(r < T ? r : T + tree_rows[r - T]) * kvd;
+        };
+        opt_.pool->parallel_for(n_chunks, [&](int c) {
+            const int r0 = c * chunk, rows = std::min(len, r0 + chunk) - r0;
+            float* s = &scores_[static_cast<std::size_t>(c) * H * chunk];  // (H, chunk)
+            for (int r = 0; r < rows; ++r) {
+                const float* k = row(kc, r0 + r);
+                for (int h = 0; h < H; ++h) s[h * chunk + r] = dot(&q_[static_cast<std::size_t>(h) * hd], k + (h / group) * hd, hd);
+            }
+            float* out = &partials_[static_cast<std::size_t>(c) * H * part];
+            for (int h = 0; h < H; ++h) {
+                float* p = out + h * part;
+                p[0] = scale * *std::max_element(s + h * chunk, s + h * chunk + rows);
+                p[1] = detail::softmax_numerators(s + h * chunk, rows, scale);
+                std::fill(p + 2, p + part, 0.0f);
+            }
+            for (int r = 0; r < rows; ++r) {
+                const float* v = row(vc, r0 + r);
+                for (int h = 0; h < H; ++h) axpy(out + h * part + 2, s[h * chunk + r], v + (h / group) * hd, hd);
+            }
+        });
+        for (int h = 0; h < H; ++h) {
+            float M = -INFINITY, L = 0.0f;
+            for (int c = 0; c < n_chunks; ++c) M = std::max(M, partials_[(static_cast<std::size_t>(c) * H + h) * part]);
+            float* o = &att_[static_cast<std::size_t>(h) * hd];
+            std::fill(o, o + hd, 0.0f);
+            for (int c = 0; c < n_chunks; ++c) {
+                const float* p = &partials_[(static_cast<std::size_t>(c) * H + h) * part];
+                const float w = std::exp(p[0] - M);
+                L += w * p[1];
+                axpy(o, w, p + 2, hd);
+            }
+            for (int d = 0; d < hd; ++d) o[d] /= L;
         }
     }
 
@@ -678,7 +733,8 @@ private:
     std::vector<float> x_, xb_;             // (n, D)
     std::vector<float> qkv_;                // (n, H*hd + 2*Hkv*hd)
     std::vector<float> q_, att_;            // (n, H*hd)
-    std::vector<float> scores_;             // (n*H, T + depth + 1)
+    std::vector<float> scores_;             // (n*H, T + depth + 1); attend_one: (chunks, H, chunk)
+    std::vector<float> partials_;           // attend_one: (chunks, H, 2 + hd) max, sum, weighted values
     // Blocked attention (n >= kBlockedAttentionMinNodes), R = T + N key rows, B nodes per block:
     std::vector<std::uint8_t> tree_mask_;   // (n, N) 1 where tree node j is visible to node first + i
     std::vector<float> k_heads_;            // (Hkv, R, hd) keys per kv head
