@@ -9,7 +9,8 @@
 //      bandwidth floor (weight bytes / measured bandwidth) and % of the FMA ceiling;
 //      weights rotate through copies spread over 1 GiB so that every run reads them from DRAM;
 //   3. the seven matrices of all 12 layers of the 110M model in sequence (one decode step's
-//      GEMMs, 85M parameters), for n = 1 and n = 16, beside the floor.
+//      GEMMs, 85M parameters), for n = 1, 8 and 16, beside the floor: multiplied as stored (rows
+//      kernel) and packed as the model packs them (panels, where the CPU has AVX-512).
 // The plain-loop reference runs beside the fast path for a few shapes.
 //
 // Build and run (default -march: the library's runtime dispatch picks AVX-512 / AVX2 itself):
@@ -31,6 +32,7 @@
 #include "detail/bf16.hpp"
 #include "detail/huge_pages.hpp"
 #include "detail/matmul.hpp"
+#include "detail/panel_matmul.hpp"
 #include "detail/thread_pool.hpp"
 #include "ceilings.hpp"
 
@@ -146,7 +148,9 @@ void bench_shapes(Context& ctx, const Arena<WT>& arena, const std::vector<Shape>
     }
 }
 
-/// The 110M model's 12 layers x (wq, wk, wv, wo, w1, w2, w3), laid out back to back in the arena.
+/// The 110M model's 12 layers x (wq, wk, wv, wo, w1, w2, w3), laid out back to back in the arena:
+/// multiplied as stored ("rows": the rows kernel) and, where the CPU has AVX-512, packed as the model
+/// packs them ("panels": panel_matmul.hpp, from a float32 copy of the same values), side by side.
 template <class WT>
 void bench_decode_step(Context& ctx, const Arena<WT>& arena) {
     const int L = 12, D = 768, F = 2048;
@@ -158,38 +162,58 @@ void bench_decode_step(Context& ctx, const Arena<WT>& arena) {
     for (int l = 0; l < L; ++l)
         for (const Mat& w : layer) params += std::size_t(w.m) * w.k;
     if (params > arena.count) throw std::runtime_error("arena too small for the decode step");
+    std::vector<specdec::PanelMatrix<WT>> panels;
+    if (specdec::panels_available()) {
+        std::fprintf(stderr, "  packing the decode step's %s matrices as panels\n", sizeof(WT) == 4 ? "f32" : "bf16");
+        const WT* W = arena.data;
+        std::vector<float> rows;
+        for (int l = 0; l < L; ++l)
+            for (const Mat& w : layer) {
+                rows.resize(std::size_t(w.m) * w.k);
+                for (std::size_t i = 0; i < rows.size(); ++i) rows[i] = specdec::detail::widen(W[i]);
+                panels.emplace_back(w.m, w.k, [&](int j) { return rows.data() + std::size_t(j) * w.k; });
+                W += std::size_t(w.m) * w.k;
+            }
+    }
     const double bytes = double(params) * sizeof(WT);
     const double floor_s = bytes / (ctx.ceilings.read_gbs_all * 1e9);
-    double t_n1 = 0;
-    for (int n : {1, 16}) {
-        std::fprintf(stderr, "  decode step %s n=%d\n", sizeof(WT) == 4 ? "f32" : "bf16", n);
-        const Timing timing = time_runs([&](int) {
-            const WT* W = arena.data;
-            for (int l = 0; l < L; ++l)
-                for (const Mat& w : layer) {
-                    specdec::matmul(ctx.pool, ctx.y.data(), ctx.x.data(), W, n, w.k, w.m);
-                    W += std::size_t(w.m) * w.k;
+    for (const char* path : {"rows", "panels"}) {
+        if (std::string(path) == "panels" && panels.empty()) continue;
+        double t_n1 = 0;
+        for (int n : {1, 8, 16}) {
+            std::fprintf(stderr, "  decode step %s %s n=%d\n", sizeof(WT) == 4 ? "f32" : "bf16", path, n);
+            const Timing timing = time_runs([&](int) {
+                if (std::string(path) == "panels") {
+                    for (const auto& P : panels) specdec::panel_matmul(ctx.pool, ctx.y.data(), ctx.x.data(), P, n);
+                    return;
                 }
-        }, 7, 0.5);
-        const double secs = timing.median;
-        Row r;
-        r.section = "decode";
-        r.model = "110M";
-        r.shape = "12x7 mats";
-        r.dtype = sizeof(WT) == 4 ? "f32" : "bf16";
-        r.path = "fast";
-        r.n = n;
-        r.threads = ctx.pool.size();
-        r.median_us = secs * 1e6;
-        r.best_us = timing.best * 1e6;
-        r.weight_gbs = bytes / secs / 1e9;
-        r.gflops = 2.0 * n * double(params) / secs / 1e9;
-        if (n == 1) t_n1 = r.median_us;
-        r.vs_n1 = r.median_us / t_n1;
-        r.x_floor = secs / floor_s;
-        r.pct_fma = 100.0 * r.gflops / ctx.ceilings.fma_gflops_all;
-        print_row(r);
-        ctx.rows.push_back(r);
+                const WT* W = arena.data;
+                for (int l = 0; l < L; ++l)
+                    for (const Mat& w : layer) {
+                        specdec::matmul(ctx.pool, ctx.y.data(), ctx.x.data(), W, n, w.k, w.m);
+                        W += std::size_t(w.m) * w.k;
+                    }
+            }, 7, 0.5);
+            const double secs = timing.median;
+            Row r;
+            r.section = "decode";
+            r.model = "110M";
+            r.shape = "12x7 mats";
+            r.dtype = sizeof(WT) == 4 ? "f32" : "bf16";
+            r.path = path;
+            r.n = n;
+            r.threads = ctx.pool.size();
+            r.median_us = secs * 1e6;
+            r.best_us = timing.best * 1e6;
+            r.weight_gbs = bytes / secs / 1e9;
+            r.gflops = 2.0 * n * double(params) / secs / 1e9;
+            if (n == 1) t_n1 = r.median_us;
+            r.vs_n1 = r.median_us / t_n1;
+            r.x_floor = secs / floor_s;
+            r.pct_fma = 100.0 * r.gflops / ctx.ceilings.fma_gflops_all;
+            print_row(r);
+            ctx.rows.push_back(r);
+        }
     }
     std::printf("  (floor for %s: %.0f MB of weights / %.1f GB/s = %.0f us)\n", sizeof(WT) == 4 ? "f32" : "bf16",
                 bytes / 1e6, ctx.ceilings.read_gbs_all, floor_s * 1e6);
