@@ -116,20 +116,31 @@ const char* kernel_name(MatmulKernel kernel) {
     return "?";
 }
 
+/// One random product and its reference: x, W as float32 (wf) and as stored (W: rounded for bf16),
+/// y = x·Wᵀ by the plain loops, and the per-output error bounds.
+template <class WT>
+struct Problem {
+    std::vector<float> x, wf, ref;
+    std::vector<WT> W;
+    std::vector<double> bounds;
+    Problem(const Shape& s, std::uint32_t seed)
+        : x(random_floats(std::size_t(s.n) * s.k, seed + 1)), wf(random_floats(std::size_t(s.m) * s.k, seed + 2)),
+          ref(std::size_t(s.n) * s.m) {
+        if constexpr (std::is_same_v<WT, bf16>) W = to_bf16s(wf);
+        else W = wf;
+        specdec::matmul_reference(ref.data(), x.data(), W.data(), s.n, s.k, s.m);
+        bounds = error_bounds(x, W, s.n, s.k, s.m);
+    }
+};
+
 template <class WT>
 void check_all_paths_against_reference(std::uint32_t seed) {
     const auto paths = all_paths();
     ThreadPool pool1(1), pool2(2), pool3(3);
     ThreadPool* pools[] = {&pool1, &pool2, &pool3};
     for (const Shape& s : ragged_shapes()) {
-        const auto x = random_floats(std::size_t(s.n) * s.k, seed + 1);
-        const auto wf = random_floats(std::size_t(s.m) * s.k, seed + 2);
-        std::vector<WT> W;
-        if constexpr (std::is_same_v<WT, bf16>) W = to_bf16s(wf);
-        else W = wf;
-        std::vector<float> ref(std::size_t(s.n) * s.m);
-        specdec::matmul_reference(ref.data(), x.data(), W.data(), s.n, s.k, s.m);
-        const auto bounds = error_bounds(x, W, s.n, s.k, s.m);
+        const Problem<WT> pr(s, seed);
+        const auto& [x, wf, ref, W, bounds] = pr;
         for (const MatmulPath& path : paths)
             for (ThreadPool* pool : pools) {
                 // Scalar is slow; one multi-threaded run is enough to check its split.
@@ -284,15 +295,9 @@ void check_panels_against_reference(std::uint32_t seed) {
     for (int n = 1; n <= 20; ++n) shapes.push_back({n, 65, 40});
     for (int m : {16, 33, 48, 96, 112}) shapes.push_back({7, 30, m});
     for (const Shape& s : shapes) {
-        const auto x = random_floats(std::size_t(s.n) * s.k, seed + 1);
-        const auto wf = random_floats(std::size_t(s.m) * s.k, seed + 2);
-        std::vector<WT> W;  // what the panels hold, as stored: the reference multiplies the same values
-        if constexpr (std::is_same_v<WT, bf16>) W = to_bf16s(wf);
-        else W = wf;
+        const Problem<WT> pr(s, seed);  // the panels round wf as pr.W does: the reference multiplies the same values
+        const auto& [x, wf, ref, W, bounds] = pr;
         const specdec::PanelMatrix<WT> P(s.m, s.k, [&](int j) { return wf.data() + std::size_t(j) * s.k; });
-        std::vector<float> ref(std::size_t(s.n) * s.m);
-        specdec::matmul_reference(ref.data(), x.data(), W.data(), s.n, s.k, s.m);
-        const auto bounds = error_bounds(x, W, s.n, s.k, s.m);
         for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
             std::vector<float> y(std::size_t(s.n) * s.m, std::nanf(""));
             specdec::panel_matmul(*pool, y.data(), x.data(), P, s.n);
