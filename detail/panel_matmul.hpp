@@ -24,11 +24,12 @@
 // nothing but x (n·k floats, small beside W). The rows kernel stays for W that changes between calls
 // (attention, training) and for CPUs without AVX-512.
 //
-// Layout: groups of up to kPanelGroupRows = 48 output rows (three 16-float vectors). With m_pad = m
-// rounded up to 16 (padding rows are zero), group g holds rows [48g, 48g + w), w = min(48, m_pad -
-// 48g), k-major: element (j, p) at 48g·kp + p·w + (j - 48g). bf16 stores k in pairs, (j, p) at
-// 48g·kp + (p/2)·2w + 2(j - 48g) + p%2 with kp = k rounded up to even (a zero step pads): one 512-bit
-// load holds two k steps of 16 rows, widened by a shift (even p) and a mask (odd p), both exact.
+// Layout: groups of kPanelGroupRows = 48 output rows (three 16-float vectors); m is padded with zero
+// rows to a multiple of 48 (at most 47 rows: 0.05% of a 32000-row head), so every group has one
+// shape and one micro-kernel per tile height serves them all. Group g holds rows [48g, 48g + 48),
+// k-major: element (j, p) at 48g·kp + 48p + (j - 48g). bf16 stores k in pairs, (j, p) at 48g·kp +
+// 96(p/2) + 2(j - 48g) + p%2 with kp = k rounded up to even (a zero step pads): one 512-bit load
+// holds two k steps of 16 rows, widened by a shift (even p) and a mask (odd p), both exact.
 
 namespace specdec {
 
@@ -62,8 +63,7 @@ public:
         detail::require(m >= 0 && k >= 0, "panel_matmul", [&] {
             return "matrix of " + std::to_string(m) + " x " + std::to_string(k) + " rows x columns";
         });
-        const int m_pad = (m + 15) / 16 * 16;
-        data_.assign(static_cast<std::size_t>(m_pad) * kp_, WT{});
+        data_.assign(static_cast<std::size_t>(groups()) * kPanelGroupRows * kp_, WT{});
         for (int j = 0; j < m; ++j) {
             const float* src = row(j);
             for (int p = 0; p < k; ++p) data_[index(j, p)] = narrow(src[p]);
@@ -81,15 +81,11 @@ public:
 
     /// Where element (j, p) lives: the layout, in one place.
     std::size_t index(int j, int p) const {
-        const int g = j / kPanelGroupRows, w = group_width(g), r = j - g * kPanelGroupRows;
+        const int g = j / kPanelGroupRows, w = kPanelGroupRows, r = j - g * kPanelGroupRows;
         return static_cast<std::size_t>(g) * kPanelGroupRows * kp_ + static_cast<std::size_t>(p / kStep) * kStep * w +
                static_cast<std::size_t>(r) * kStep + p % kStep;
     }
     int groups() const { return (m_ + kPanelGroupRows - 1) / kPanelGroupRows; }
-    /// Stored rows of group g (a multiple of 16).
-    int group_width(int g) const {
-        return std::min(kPanelGroupRows, (m_ + 15) / 16 * 16 - g * kPanelGroupRows);
-    }
 
 private:
     static WT narrow(float v) {
@@ -194,17 +190,13 @@ SPECDEC_TARGET_AVX512 void panel_tile(float* y, int ldy, const float* xp, const 
             _mm512_mask_storeu_ps(y + static_cast<std::ptrdiff_t>(i) * ldy + 16 * v, mask_of(v), acc[0][i][v]);
 }
 
-/// panel_tile<MR, NV> for MR in [1, kPanelMaxTileRows] and NV in [1, 3] chosen at run time.
+/// panel_tile<MR, 3> (a whole group) for MR in [1, kPanelMaxTileRows] chosen at run time.
 template <class WT, int MR = 1>
-SPECDEC_TARGET_AVX512 void panel_tile_dispatch(int mr, int nv, float* y, int ldy, const float* xp, const WT* Wg, int kc,
+SPECDEC_TARGET_AVX512 void panel_tile_dispatch(int mr, float* y, int ldy, const float* xp, const WT* Wg, int kc,
                                                int valid, const char* pf, const char* pf_end) {
     if constexpr (MR <= kPanelMaxTileRows) {
-        if (mr != MR) return panel_tile_dispatch<WT, MR + 1>(mr, nv, y, ldy, xp, Wg, kc, valid, pf, pf_end);
-        switch (nv) {
-            case 1: return panel_tile<MR, 1>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
-            case 2: return panel_tile<MR, 2>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
-            default: return panel_tile<MR, 3>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
-        }
+        if (mr != MR) return panel_tile_dispatch<WT, MR + 1>(mr, y, ldy, xp, Wg, kc, valid, pf, pf_end);
+        panel_tile<MR, kPanelGroupRows / 16>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
     }
 }
 
@@ -265,18 +257,18 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     pool.parallel_for(tasks, [&](int task) {
         const int g_end = std::min(groups, (task + 1) * chunk);
         for (int g = task * chunk; g < g_end; ++g) {
-            const int j0 = g * kPanelGroupRows, w = W.group_width(g);
+            const int j0 = g * kPanelGroupRows;
             const WT* Wg = W.data() + static_cast<std::size_t>(j0) * kp;
-            const char* next = reinterpret_cast<const char*>(Wg + static_cast<std::size_t>(w) * kp);
-            const std::ptrdiff_t next_bytes =
-                g + 1 < g_end ? static_cast<std::ptrdiff_t>(W.group_width(g + 1)) * kp * std::ptrdiff_t{sizeof(WT)} : 0;
+            const std::ptrdiff_t group_bytes = std::ptrdiff_t{kPanelGroupRows} * kp * std::ptrdiff_t{sizeof(WT)};
+            const char* next = reinterpret_cast<const char*>(Wg) + group_bytes;
+            const std::ptrdiff_t next_bytes = g + 1 < g_end ? group_bytes : 0;
             const int sharers = std::max(1, tiles.count - 1);
             const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
             for (int t = 0; t < tiles.count; ++t) {
                 const int i0 = tiles.first_row(t), s = tiles.count == 1 ? 0 : t - 1;
                 const char* pf = next + (s < 0 ? next_bytes : std::min(next_bytes, share * s));
                 const char* pf_end = next + (s < 0 ? next_bytes : std::min(next_bytes, share * (s + 1)));
-                detail::panel_tile_dispatch<WT>(tiles.rows(t), w / 16, y + static_cast<std::size_t>(i0) * m + j0, m,
+                detail::panel_tile_dispatch<WT>(tiles.rows(t), y + static_cast<std::size_t>(i0) * m + j0, m,
                                                 xp + static_cast<std::size_t>(i0) * kp, Wg, kp, m - j0, pf, pf_end);
             }
         }
