@@ -21,6 +21,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <climits>
 #include <cstdint>
@@ -116,9 +117,12 @@ __global__ void rmsnorm_rows(Out* out, const float* x, const float* weight, int 
     for (int d = threadIdx.x; d < D; d += blockDim.x) store(o + d, xr[d] * inv * weight[d]);
 }
 
+/// About four elements per thread: a decode step normalises one row, so the block's loads in flight,
+/// not its arithmetic, set the time (7 us for D = 4096 at 256 threads on an H100).
 template <class Out>
 void launch_rmsnorm(cudaStream_t s, Out* out, const float* x, const float* weight, int n, int D, float eps) {
-    rmsnorm_rows<Out><<<n, 256, 0, s>>>(out, x, weight, D, eps);
+    const int threads = std::min(1024, std::max(128, (D / 4 + 31) / 32 * 32));
+    rmsnorm_rows<Out><<<n, threads, 0, s>>>(out, x, weight, D, eps);
     check_launch();
 }
 
@@ -144,14 +148,22 @@ inline void launch_rope_table(cudaStream_t s, float* cs, const int* positions, c
 /// Rotates q in place in qkv (n, (H + 2·Hkv)·hd) = [q | k | v] per row, and writes rotated k and plain
 /// v as bf16 into cache row T + first + i of k_cache, v_cache (C, Hkv·hd). With Hkv = 0 it rotates the
 /// queries (n, H·hd) only and touches no cache: GLIDE's cross queries (detail/cuda_glide.cuh).
+/// One block per (node, head): blocks 0..H-1 rotate q, H..H+Hkv-1 rotate k into the cache, the last
+/// Hkv copy v. (One block per node left a decode step waiting on one block's serial loads: 15 us for
+/// a 7B layer on an H100.)
 static __global__ void rope_store_kv(float* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache, const float* cs,
                               const StepParams* params, int H, int Hkv, int hd) {
-    const int i = blockIdx.x, half = hd / 2, kvd = Hkv * hd;
+    const int i = blockIdx.x, h = blockIdx.y, half = hd / 2, kvd = Hkv * hd;
     float* row = qkv + static_cast<std::size_t>(i) * (H + 2 * Hkv) * hd;
     const float* c = cs + static_cast<std::size_t>(i) * hd;
     const std::size_t cache_row = static_cast<std::size_t>(params->cache_len + params->first + i) * kvd;
-    for (int e = threadIdx.x; e < (H + Hkv) * half; e += blockDim.x) {
-        const int h = e / half, j = e % half;  // heads 0..H-1 are q, H..H+Hkv-1 are k
+    if (h >= H + Hkv) {
+        const int head = h - H - Hkv;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x)
+            v_cache[cache_row + head * hd + d] = __float2bfloat16(row[(H + Hkv + head) * hd + d]);
+        return;
+    }
+    for (int j = threadIdx.x; j < half; j += blockDim.x) {
         const float x0 = row[h * hd + j], x1 = row[h * hd + j + half], cj = c[2 * j], sj = c[2 * j + 1];
         const float y0 = x0 * cj - x1 * sj, y1 = x1 * cj + x0 * sj;
         if (h < H) {
@@ -162,12 +174,12 @@ static __global__ void rope_store_kv(float* qkv, __nv_bfloat16* k_cache, __nv_bf
             k_cache[cache_row + (h - H) * hd + j + half] = __float2bfloat16(y1);
         }
     }
-    for (int e = threadIdx.x; e < kvd; e += blockDim.x) v_cache[cache_row + e] = __float2bfloat16(row[(H + Hkv) * hd + e]);
 }
 
 inline void launch_rope_store_kv(cudaStream_t s, float* qkv, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                                  const float* cs, const StepParams* params, int n, int H, int Hkv, int hd) {
-    rope_store_kv<<<n, 128, 0, s>>>(qkv, k_cache, v_cache, cs, params, H, Hkv, hd);
+    if (n == 0) return;
+    rope_store_kv<<<dim3(n, H + 2 * Hkv), 64, 0, s>>>(qkv, k_cache, v_cache, cs, params, H, Hkv, hd);
     check_launch();
 }
 
@@ -251,6 +263,14 @@ constexpr int kAttnRows = kAttnWarps * kAttnRowsPerWarp;  // (node, head) query 
 constexpr int kAttnTile = 32;                              // keys per shared-memory tile: one per lane
 constexpr int kAttnMaxHeadDim = 128;
 
+/// Keys per chunk for a cache of `capacity` rows: one tile (32 keys) or more, at most about 64 chunks,
+/// so partial buffers stay bounded for long contexts while a short one still spreads over
+/// kv heads x chunks blocks. A decode step's attention waits on each block's serial tiles: chunks of
+/// 128 keys took 17 us per 7B layer over 128 rows on an H100 (bench_cuda's pieces table).
+constexpr int attention_split_keys(int capacity) {
+    return std::max(kAttnTile, (capacity / 64 + kAttnTile - 1) / kAttnTile * kAttnTile);
+}
+
 /// Shared memory of one block: q rows (pre-scaled), a K tile padded to hd + 1 floats per key so lane
 /// j's dot product reads bank (j + d) mod 32, and a V tile.
 inline std::size_t tree_attention_smem(int hd) {
@@ -290,12 +310,43 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_partial(Attention a
 
     for (int t0 = key_begin; t0 < key_end; t0 += kAttnTile) {
         __syncthreads();  // q_s is written (first tile) and the previous tile is consumed
-        for (int e = threadIdx.x; e < kAttnTile * hd; e += blockDim.x) {
-            const int kk = e / hd, d = e % hd, key = t0 + kk;
-            const bool in = key < key_end;
-            const std::size_t at = static_cast<std::size_t>(key) * kvd + g * hd + d;
-            k_s[kk * (hd + 1) + d] = in ? __bfloat162float(a.k_cache[at]) : 0.0f;
-            v_s[kk * hd + d] = in ? __bfloat162float(a.v_cache[at]) : 0.0f;
+        if (hd % 8 == 0) {
+            // 16-byte loads, all of a thread's issued before the first is used: a decode step has few
+            // blocks, so the latency of the tile's loads, not bandwidth, sets its time (bench_cuda's
+            // pieces table: 43 us per 7B layer with one 2-byte load in flight per thread).
+            constexpr int kVecs = kAttnTile * kAttnMaxHeadDim / 8 / (kAttnWarps * 32);
+            const int per_key = hd / 8;
+            uint4 kv[kVecs], vv[kVecs];
+#pragma unroll
+            for (int u = 0; u < kVecs; ++u) {
+                const int e = threadIdx.x + u * kAttnWarps * 32, key = t0 + e / per_key;
+                kv[u] = vv[u] = make_uint4(0, 0, 0, 0);
+                if (e < kAttnTile * per_key && key < key_end) {
+                    const std::size_t at = static_cast<std::size_t>(key) * kvd + g * hd + e % per_key * 8;
+                    kv[u] = *reinterpret_cast<const uint4*>(a.k_cache + at);
+                    vv[u] = *reinterpret_cast<const uint4*>(a.v_cache + at);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kVecs; ++u) {
+                const int e = threadIdx.x + u * kAttnWarps * 32, kk = e / per_key, d0 = e % per_key * 8;
+                if (e >= kAttnTile * per_key) break;
+                const auto* k8 = reinterpret_cast<const __nv_bfloat16*>(&kv[u]);
+                const auto* v8 = reinterpret_cast<const __nv_bfloat16*>(&vv[u]);
+#pragma unroll
+                for (int t = 0; t < 8; ++t) {
+                    k_s[kk * (hd + 1) + d0 + t] = __bfloat162float(k8[t]);
+                    v_s[kk * hd + d0 + t] = __bfloat162float(v8[t]);
+                }
+            }
+        } else {
+            for (int e = threadIdx.x; e < kAttnTile * hd; e += blockDim.x) {
+                const int kk = e / hd, d = e % hd, key = t0 + kk;
+                const bool in = key < key_end;
+                const std::size_t at = static_cast<std::size_t>(key) * kvd + g * hd + d;
+                k_s[kk * (hd + 1) + d] = in ? __bfloat162float(a.k_cache[at]) : 0.0f;
+                v_s[kk * hd + d] = in ? __bfloat162float(a.v_cache[at]) : 0.0f;
+            }
         }
         __syncthreads();
         const int key = t0 + lane;
@@ -399,6 +450,106 @@ inline void launch_tree_attention(cudaStream_t s, const TreeAttention& a, int sp
 /// `splits`: ceil(key_count / split_keys), at least 1, or max_splits (the extra blocks return at once).
 inline void launch_prefix_attention(cudaStream_t s, const PrefixAttention& a, int splits) {
     launch_attention(s, a, splits);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The skinny product: y (n, m) = x (n, k) · Wᵀ (+ y) for a decode step or a small tree (n ≤ 8)
+
+/// Rows of x the skinny product takes; larger n goes to cuBLASLt's tensor-core kernels.
+constexpr int kSkinnyMaxN = 8;
+constexpr int kSkinnyWarps = 4;    // warps per block
+constexpr int kSkinnyRows = 2;     // rows of W per warp: each x load feeds two rows
+constexpr int kSkinnyUnroll = 4;   // 16-byte loads of each row in flight per lane before the FMAs
+
+/// Σ over 8 bf16 pairs of a·b, in fp32.
+__device__ inline float dot8(uint4 a, uint4 b) {
+    const auto* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+    const auto* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
+        s = fmaf(fa.x, fb.x, fmaf(fa.y, fb.y, s));
+    }
+    return s;
+}
+
+/// A decode step reads every weight once and does 2 flops per byte pair: memory-bound, so the kernel
+/// is a stream over W (llama.cpp's and gpt-fast's GEMV idea): each warp owns kSkinnyRows rows, its
+/// lanes read 16-byte chunks of them with loads that skip L1 (W is read once), x comes from L1/L2
+/// (it is tiny and every warp reads it), and a warp shuffle sums each row's lanes. Needs k % 8 == 0
+/// and 16-byte aligned rows (the caller checks).
+template <int N>
+__global__ void __launch_bounds__(kSkinnyWarps * 32)
+    skinny_product(float* y, const __nv_bfloat16* x, const __nv_bfloat16* W, int k, int m, float beta) {
+    const int lane = threadIdx.x % 32;
+    const int row0 = (blockIdx.x * kSkinnyWarps + static_cast<int>(threadIdx.x) / 32) * kSkinnyRows;
+    if (row0 >= m) return;
+    const int chunks = k / 8;
+    const uint4* w[kSkinnyRows];
+#pragma unroll
+    for (int r = 0; r < kSkinnyRows; ++r)  // a row past m re-reads the last one; its sum is not stored
+        w[r] = reinterpret_cast<const uint4*>(W + static_cast<std::size_t>(min(row0 + r, m - 1)) * k);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    float acc[kSkinnyRows][N] = {};
+    const auto fma_chunk = [&](const uint4 (&wv)[kSkinnyRows], int c) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const uint4 xj = __ldg(xv + static_cast<std::size_t>(j) * chunks + c);
+#pragma unroll
+            for (int r = 0; r < kSkinnyRows; ++r) acc[r][j] += dot8(wv[r], xj);
+        }
+    };
+    int c = lane;
+    for (; c + 32 * (kSkinnyUnroll - 1) < chunks; c += 32 * kSkinnyUnroll) {
+        uint4 wv[kSkinnyUnroll][kSkinnyRows];
+#pragma unroll
+        for (int u = 0; u < kSkinnyUnroll; ++u)
+#pragma unroll
+            for (int r = 0; r < kSkinnyRows; ++r) wv[u][r] = __ldcs(w[r] + c + 32 * u);
+#pragma unroll
+        for (int u = 0; u < kSkinnyUnroll; ++u) fma_chunk(wv[u], c + 32 * u);
+    }
+    for (; c < chunks; c += 32) {
+        uint4 wv[kSkinnyRows];
+#pragma unroll
+        for (int r = 0; r < kSkinnyRows; ++r) wv[r] = __ldcs(w[r] + c);
+        fma_chunk(wv, c);
+    }
+#pragma unroll
+    for (int r = 0; r < kSkinnyRows; ++r)
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            const float v = warp_reduce(acc[r][j], Sum{});
+            if (lane == 0 && row0 + r < m) {
+                float* out = y + static_cast<std::size_t>(j) * m + row0 + r;
+                *out = beta == 0.0f ? v : v + beta * *out;
+            }
+        }
+}
+
+template <int N>
+void launch_skinny_n(cudaStream_t s, float* y, const __nv_bfloat16* x, const __nv_bfloat16* W, int k, int m, float beta) {
+    const int rows_per_block = kSkinnyWarps * kSkinnyRows;
+    skinny_product<N><<<(m + rows_per_block - 1) / rows_per_block, kSkinnyWarps * 32, 0, s>>>(y, x, W, k, m, beta);
+}
+
+/// y (n, m) = x (n, k) · Wᵀ + beta · y for 1 ≤ n ≤ kSkinnyMaxN, k % 8 == 0, 16-byte aligned x and W.
+inline void launch_skinny_product(cudaStream_t s, float* y, const __nv_bfloat16* x, const __nv_bfloat16* W, int n,
+                                  int k, int m, float beta) {
+    switch (n) {
+        case 1: launch_skinny_n<1>(s, y, x, W, k, m, beta); break;
+        case 2: launch_skinny_n<2>(s, y, x, W, k, m, beta); break;
+        case 3: launch_skinny_n<3>(s, y, x, W, k, m, beta); break;
+        case 4: launch_skinny_n<4>(s, y, x, W, k, m, beta); break;
+        case 5: launch_skinny_n<5>(s, y, x, W, k, m, beta); break;
+        case 6: launch_skinny_n<6>(s, y, x, W, k, m, beta); break;
+        case 7: launch_skinny_n<7>(s, y, x, W, k, m, beta); break;
+        case 8: launch_skinny_n<8>(s, y, x, W, k, m, beta); break;
+        default: detail::fail("cuda.kernels", "skinny product for n = " + std::to_string(n) + " (1.." +
+                                                 std::to_string(kSkinnyMaxN) + " only)");
+    }
+    check_launch();
 }
 
 // ---------------------------------------------------------------------------------------------------

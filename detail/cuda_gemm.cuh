@@ -6,10 +6,14 @@
 #include <cuda_bf16.h>
 
 #include <map>
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <span>
 #include <string>
 #include <tuple>
 
+#include "../kernels.cuh"
 #include "cuda_context.cuh"
 #include "error.hpp"
 
@@ -19,6 +23,20 @@ namespace specdec {
 /// MLP outputs to the residual stream: cuBLASLt's epilogue computes y = x·Wᵀ + y in place (C == D with
 /// identical layouts is supported), which saves a residual-add kernel and a pass over y.
 enum class GemmMode { kOverwrite, kAccumulate };
+
+/// How Gemm computes a product. The defaults are what bench_cuda measured fastest on an H100 (README,
+/// "CUDA backend"); the others stay selectable so the benchmark can show the difference side by side.
+struct GemmOptions {
+    /// n ≤ skinny_max_n (a decode step, a tiny tree) with k % 8 == 0 streams W through
+    /// kernels::skinny_product instead of cuBLASLt; 0 never does. The kernel takes n up to
+    /// kernels::kSkinnyMaxN, but past n = 2 its re-reads of x cost more than cuBLASLt's tiles (bench_cuda).
+    int skinny_max_n = 2;
+    /// Time up to 8 of cuBLASLt's heuristic candidates once per shape (on scratch buffers) and keep the
+    /// fastest, instead of trusting the heuristic's first choice. Off: on an H100 the timed choices were
+    /// no faster over a 7B layer (bench_cuda's product table), and three timed runs of a 5 us product
+    /// are noisy enough to pick a slower one.
+    bool timed_choice = false;
+};
 
 namespace detail {
 
@@ -49,19 +67,32 @@ struct GemmPlan {
 ///   - y (n, m) row-major fp32, accumulated in fp32 (CUBLAS_COMPUTE_32F), so the residual stream and the
 ///     logits stay fp32.
 /// Row-major y = x·Wᵀ is column-major yᵀ (m, n) = W (k, m)ᵀ · xᵀ (k, n): op(A) = T on W, op(B) = N on x.
-/// The heuristic's first choice is cached per (m, n, k); the pointers passed must be 16-byte aligned
-/// (every CudaBuffer is 256-byte aligned).
+/// The algorithm is chosen once per (m, n, k) and cached (GemmOptions says how); the pointers passed
+/// must be 16-byte aligned (every CudaBuffer is 256-byte aligned). Skinny products (GemmOptions::skinny)
+/// bypass cuBLASLt, whose kernels for n = 1 take 6-12 us even where W is read in 1-3 us.
 class Gemm {
 public:
-    explicit Gemm(CudaContext& ctx) : ctx_(&ctx) {}
+    explicit Gemm(CudaContext& ctx, GemmOptions options = {}) : ctx_(&ctx), opt_(options) {}
 
     void operator()(float* y, const __nv_bfloat16* x, const __nv_bfloat16* W, int n, int k, int m,
                     GemmMode mode = GemmMode::kOverwrite) {
         if (n == 0) return;
-        const detail::GemmPlan& p = plan(m, n, k);
         const float alpha = 1.0f, beta = mode == GemmMode::kAccumulate ? 1.0f : 0.0f;
+        if (takes_skinny(n, k)) return kernels::launch_skinny_product(ctx_->stream(), y, x, W, n, k, m, beta);
+        const detail::GemmPlan& p = plan(m, n, k);
         SPECDEC_CUDA_CHECK(cublasLtMatmul(ctx_->blas(), p.op, &alpha, W, p.w, x, p.x, &beta, y, p.y, y, p.y, &p.algo,
                                           ctx_->workspace(), ctx_->workspace_bytes(), ctx_->stream()));
+    }
+
+    /// Whether (n, k) goes to the skinny kernel rather than cuBLASLt.
+    bool takes_skinny(int n, int k) const {
+        return n <= std::min(opt_.skinny_max_n, kernels::kSkinnyMaxN) && k % 8 == 0;
+    }
+
+    /// Makes the plan operator() will use for this shape, if it uses one: for a CUDA graph, whose capture
+    /// must not create plans (timing a candidate synchronises the stream).
+    void prepare(int m, int n, int k) {
+        if (n > 0 && !takes_skinny(n, k)) plan(m, n, k);
     }
 
     /// Builds (or finds) the plan for y (n, m) = x (n, k) · Wᵀ; throws naming m, n, k when cuBLASLt has
@@ -82,28 +113,67 @@ public:
         cublasLtMatmulPreference_t pref = nullptr;
         SPECDEC_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&pref));
         const std::size_t ws = ctx_->workspace_bytes();
-        cublasLtMatmulHeuristicResult_t result{};
+        constexpr int kCandidates = 8;
+        cublasLtMatmulHeuristicResult_t results[kCandidates]{};
         int found = 0;
         const cublasStatus_t status = [&] {
             const cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
             if (s != CUBLAS_STATUS_SUCCESS) return s;
-            return cublasLtMatmulAlgoGetHeuristic(ctx_->blas(), p->op, p->w, p->x, p->y, p->y, pref, 1, &result, &found);
+            return cublasLtMatmulAlgoGetHeuristic(ctx_->blas(), p->op, p->w, p->x, p->y, p->y, pref,
+                                                  opt_.timed_choice ? kCandidates : 1, results, &found);
         }();
         cublasLtMatmulPreferenceDestroy(pref);
         detail::require(status == CUBLAS_STATUS_SUCCESS && found > 0, "cuda.gemm", [&] {
             return "cuBLASLt has no algorithm for bf16 x bf16 -> fp32 " + shape(m, n, k) + " (" +
                    cublasLtGetStatusName(status) + "); hint: k and m that are multiples of 8 keep rows 16-byte aligned";
         });
-        p->algo = result.algo;
+        p->algo = results[fastest(*p, std::span(results, static_cast<std::size_t>(found)), m, n, k)].algo;
         return *plans_.emplace(key, std::move(p)).first->second;
     }
 
 private:
+    /// Index of the candidate that runs y = x·Wᵀ fastest on zeroed scratch buffers of this shape
+    /// (3 runs timed together after a warm-up, with events on the context's stream).
+    /// Candidates that fail to launch are skipped; with one candidate nothing is run.
+    std::size_t fastest(const detail::GemmPlan& p, std::span<const cublasLtMatmulHeuristicResult_t> candidates,
+                        int m, int n, int k) {
+        if (candidates.size() == 1) return 0;
+        cudaStream_t s = ctx_->stream();
+        DeviceBuffer<__nv_bfloat16> x(static_cast<std::size_t>(n) * k), W(static_cast<std::size_t>(m) * k);
+        DeviceBuffer<float> y(static_cast<std::size_t>(n) * m);
+        SPECDEC_CUDA_CHECK(cudaMemsetAsync(x.get(), 0, x.bytes(), s));
+        SPECDEC_CUDA_CHECK(cudaMemsetAsync(W.get(), 0, W.bytes(), s));
+        cudaEvent_t start = nullptr, stop = nullptr;
+        SPECDEC_CUDA_CHECK(cudaEventCreate(&start));
+        SPECDEC_CUDA_CHECK(cudaEventCreate(&stop));
+        const float alpha = 1.0f, beta = 0.0f;
+        std::size_t best = 0;
+        float best_ms = INFINITY;
+        for (std::size_t c = 0; c < candidates.size(); ++c) {
+            const auto run = [&] {
+                return cublasLtMatmul(ctx_->blas(), p.op, &alpha, W.get(), p.w, x.get(), p.x, &beta, y.get(), p.y,
+                                      y.get(), p.y, &candidates[c].algo, ctx_->workspace(), ctx_->workspace_bytes(), s);
+            };
+            if (run() != CUBLAS_STATUS_SUCCESS) continue;
+            SPECDEC_CUDA_CHECK(cudaEventRecord(start, s));
+            for (int r = 0; r < 3; ++r) SPECDEC_CUDA_CHECK(run());
+            SPECDEC_CUDA_CHECK(cudaEventRecord(stop, s));
+            SPECDEC_CUDA_CHECK(cudaEventSynchronize(stop));
+            float ms = 0.0f;
+            SPECDEC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+            if (ms < best_ms) best_ms = ms, best = c;
+        }
+        cudaEventDestroy(start);
+        cudaEventDestroy(stop);
+        return best;
+    }
+
     static std::string shape(int m, int n, int k) {
         return "y (n=" + std::to_string(n) + ", m=" + std::to_string(m) + ") = x (n, k=" + std::to_string(k) + ") * W^T";
     }
 
     CudaContext* ctx_;
+    GemmOptions opt_;
     std::map<std::tuple<int, int, int>, std::unique_ptr<detail::GemmPlan>> plans_;  // (m, n, k) -> plan
 };
 

@@ -180,11 +180,9 @@ private:
         const int kvd = c.kv_dim(), F = c.intermediate_size, V = c.vocab_size;
         const int Hc = cfg_.glide_cross_heads, hdc = cfg_.glide_cross_head_dim;
         const std::size_t rows = static_cast<std::size_t>(Nmax);
-        // Chunks as CudaModel's: at least 128 keys, at most 32 chunks. The cross-attention's keys are
-        // the target's committed rows, at most its max_position_embeddings.
-        const auto chunk_keys = [](int keys) {
-            return std::max(128, (keys / 32 + kernels::kAttnTile) / kernels::kAttnTile * kernels::kAttnTile);
-        };
+        // Chunks as CudaModel's. The cross-attention's keys are the target's committed rows, at most
+        // its max_position_embeddings.
+        const auto chunk_keys = kernels::attention_split_keys;
         capacity_ = c.max_position_embeddings + Nmax;
         split_keys_ = chunk_keys(capacity_);
         max_splits_ = (capacity_ + split_keys_ - 1) / split_keys_;

@@ -37,6 +37,7 @@ enum class CudaGraphs { kOff, kOn };
 struct CudaModelOptions {
     int max_tree_nodes = 256;              // N per forward at most (KV scratch rows, staging, mask width)
     CudaGraphs graphs = CudaGraphs::kOff;  // replay captured graphs per tree size
+    GemmOptions gemm{};                    // how the matrix products run (cuda_gemm.cuh)
 };
 
 /// Read access to one layer's committed keys and values on the device, for drafters that run there
@@ -65,7 +66,7 @@ public:
         : CudaModel(config, upload_weights(config, weights), ctx, options) {}
 
     CudaModel(Config config, DeviceWeights weights, CudaContext& ctx, CudaModelOptions options = {})
-        : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx) {
+        : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx, options.gemm) {
         cfg_.validate();
         detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
             return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +
@@ -236,9 +237,7 @@ private:
         const int kvd = cfg_.kv_dim(), F = cfg_.intermediate_size, V = cfg_.vocab_size;
         const std::size_t rows = static_cast<std::size_t>(Nmax);
         capacity_ = cfg_.max_position_embeddings + Nmax;
-        // Chunks of at least 128 keys, and at most 32 of them, so partial buffers stay bounded for
-        // long contexts while short ones still spread over kv-heads x chunks blocks.
-        split_keys_ = std::max(128, (capacity_ / 32 + kernels::kAttnTile) / kernels::kAttnTile * kernels::kAttnTile);
+        split_keys_ = kernels::attention_split_keys(capacity_);
         max_splits_ = (capacity_ + split_keys_ - 1) / split_keys_;
         mask_words_ = detail::mask_words(Nmax);
 

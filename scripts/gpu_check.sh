@@ -14,7 +14,10 @@
 #   4. scripts/bench_torch.py (HF LlamaForCausalLM bf16) -> bench_torch.txt, bench_torch.csv
 #   5. compute-sanitizer memcheck over the tests (all but [generate]) -> memcheck.log
 #   6. compute-sanitizer racecheck over the kernel tests (but [gemm]) -> racecheck.log
+#   7. Nsight Systems over bench_cuda (7B and 110M, N = 1 and 16), where nsys is found -> nsys.txt
 # summary.txt has one line per step with its exit code; env.txt the GPU, driver and tool versions.
+# The device tool brings back at most 8 files, so the logs other than summary.txt, tests.log and the
+# benchmark tables end up packed in logs.tgz.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -77,6 +80,7 @@ done
     "$nvcc" --version 2>&1
     g++ --version 2>&1 | head -1
     command -v cmake >/dev/null && cmake --version | head -1
+    echo "profilers: $(find / -xdev \( -name nsys -o -name ncu \) -type f 2>/dev/null | head -4 | tr '\n' ' ')"
     echo "sm_$arch; compute-sanitizer: ${sanitizer:-none}; Catch2: ${catch2_include:-none}"
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)" 2>&1
 } > "$out/env.txt"
@@ -137,6 +141,15 @@ else
     echo "sanitizers: skipped (compute-sanitizer: ${sanitizer:-not found})" | tee -a "$out/summary.txt"
 fi
 
+nsys="$(command -v nsys || true)"
+for c in "$cuda_home"/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys "$cuda_home"/nsight-systems-*/bin/nsys; do [ -z "$nsys" ] && [ -x "$c" ] && nsys="$c"; done
+if [ -n "$nsys" ] && [ -x "$bench" ]; then
+    step nsys 120 nsys.txt "$nsys" profile --stats=true --force-overwrite true -o "$build/bench_profile" \
+        "$bench" --models 7b,110m --nodes 1,16 --reps 10
+else
+    echo "nsys: skipped (${nsys:-not found})" | tee -a "$out/summary.txt"
+fi
+
 echo
 echo "==== summary ($out)"
 cat "$out/summary.txt"
@@ -146,4 +159,6 @@ done
 for f in build.log build_nvcc.log tests.log memcheck.log racecheck.log; do
     [ -f "$out/$f" ] && { echo "---- tail of $f"; tail -n 25 "$out/$f"; }
 done
+(cd "$out" && tar czf "$build/logs.tgz" --exclude=summary.txt --exclude=tests.log --exclude='bench_*' . &&
+    find . -maxdepth 1 -type f ! -name summary.txt ! -name tests.log ! -name 'bench_*' -delete && mv "$build/logs.tgz" .)
 ! grep -v 'rc=0' "$out/summary.txt" | grep -q 'rc='

@@ -12,12 +12,13 @@
 // N = 1, 2, 4, 8, 16, 32, 64 as a ratio to N = 1, with CUDA graphs off and on. Latency is host wall
 // time of CudaModel::forward (upload, kernels, logits copied back), median of --reps runs after warm-up.
 //
-// Run:    build/cuda/bench_cuda [--models 110m,1b,7b] [--reps 30] [--csv bench.csv]
+// Run:    build/cuda/bench_cuda [--models 110m,1b,7b] [--nodes 1,2,4,8,16,32,64] [--reps 30] [--csv bench.csv]
 // Prints: one table row per (model, graphs, N); progress goes to stderr.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -110,10 +111,87 @@ double forward_seconds(CudaModel& model, const Tree& tree, int reps) {
     return t[reps / 2];
 }
 
+/// One layer's products and the logits' at n = 1, 2, 4, 8 and 16, each run three ways: cuBLASLt's heuristic
+/// first choice, the fastest of its candidates timed, and the skinny kernel (n <= 8). Rows of text for
+/// the table printed after the forward table: microseconds and the bandwidth at which W was read.
+std::vector<std::string> product_rows(CudaContext& ctx, const std::string& model, const Config& cfg,
+                                      const DeviceWeights& w, double bandwidth) {
+    const int D = cfg.hidden_size, F = cfg.intermediate_size, qkv = (cfg.num_attention_heads + 2 * cfg.num_key_value_heads) * cfg.head_dim();
+    const DeviceLayer& l = w.layers[0];
+    struct Product {
+        const char* name;
+        const __nv_bfloat16* W;
+        int k, m;
+    };
+    const Product products[] = {{"qkv", l.wqkv.get(), D, qkv},       {"o", l.wo.get(), cfg.num_attention_heads * cfg.head_dim(), D},
+                                {"gate_up", l.w_gate_up.get(), D, 2 * F}, {"down", l.w_down.get(), F, D},
+                                {"logits", w.output_matrix(), D, cfg.vocab_size}};
+    Gemm first(ctx, GemmOptions{.skinny_max_n = 0}), timed(ctx, GemmOptions{.skinny_max_n = 0, .timed_choice = true});
+    Gemm skinny(ctx, GemmOptions{.skinny_max_n = kernels::kSkinnyMaxN});
+    std::vector<std::string> out;
+    for (const int n : {1, 2, 4, 8, 16}) {
+        for (const Product& p : products) {
+            DeviceBuffer<__nv_bfloat16> x(static_cast<std::size_t>(n) * p.k);
+            DeviceBuffer<float> y(static_cast<std::size_t>(n) * p.m);
+            SPECDEC_CUDA_CHECK(cudaMemsetAsync(x.get(), 0, x.bytes(), ctx.stream()));
+            const double bytes = 2.0 * p.m * p.k;
+            char line[200];
+            const auto time_us = [&](Gemm& g) {
+                return device_seconds(ctx, 20, [&] { g(y.get(), x.get(), p.W, n, p.k, p.m); }) * 1e6;
+            };
+            const double a = time_us(first), b = time_us(timed);
+            const double c = skinny.takes_skinny(n, p.k) ? time_us(skinny) : 0.0;
+            std::snprintf(line, sizeof line, "%-6s %-8s %3d %8.1f %10.1f (%3.0f%%) %10.1f (%3.0f%%) ", model.c_str(), p.name,
+                          n, bytes / bandwidth * 1e6, a, bytes / bandwidth * 1e6 / a * 100, b,
+                          bytes / bandwidth * 1e6 / b * 100);
+            std::string row = line;
+            if (c > 0) std::snprintf(line, sizeof line, "%10.1f (%3.0f%%)", c, bytes / bandwidth * 1e6 / c * 100), row += line;
+            else row += "         -";
+            out.push_back(row);
+        }
+    }
+    return out;
+}
+
+/// The other kernels of one layer at n = 1 over 128 committed rows, each alone: microseconds. What a
+/// decode step spends beyond its products (README, "CUDA backend").
+std::vector<std::string> piece_rows(CudaContext& ctx, const std::string& model, const Config& cfg) {
+    const int D = cfg.hidden_size, H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim();
+    const int F = cfg.intermediate_size, kvd = Hkv * hd, T = 128, n = 1, C = cfg.max_position_embeddings + 64;
+    const int split_keys = kernels::attention_split_keys(C), max_splits = (C + split_keys - 1) / split_keys;
+    cudaStream_t s = ctx.stream();
+    DeviceBuffer<float> x(static_cast<std::size_t>(D)), norm(static_cast<std::size_t>(D)), qkv(static_cast<std::size_t>(H + 2 * Hkv) * hd);
+    DeviceBuffer<float> cs(static_cast<std::size_t>(hd)), gate_up(static_cast<std::size_t>(2) * F);
+    DeviceBuffer<float> part_acc(static_cast<std::size_t>(H) * max_splits * hd), part_ml(static_cast<std::size_t>(H) * max_splits * 2);
+    DeviceBuffer<__nv_bfloat16> xb(static_cast<std::size_t>(D)), att(static_cast<std::size_t>(H) * hd), act(static_cast<std::size_t>(F));
+    DeviceBuffer<__nv_bfloat16> k(static_cast<std::size_t>(C) * kvd), v(static_cast<std::size_t>(C) * kvd);
+    for (DeviceBuffer<float>* b : {&x, &norm, &qkv, &cs, &gate_up}) SPECDEC_CUDA_CHECK(cudaMemsetAsync(b->get(), 0, b->bytes(), s));
+    SPECDEC_CUDA_CHECK(cudaMemsetAsync(k.get(), 0, k.bytes(), s));
+    SPECDEC_CUDA_CHECK(cudaMemsetAsync(v.get(), 0, v.bytes(), s));
+    const std::vector<std::uint32_t> mask{1u};
+    const auto d_mask = to_device<std::uint32_t>(mask);
+    const auto d_params = to_device<kernels::StepParams>(std::vector<kernels::StepParams>{{T, 1, 0}});
+    const kernels::TreeAttention a{.out = att.get(), .part_acc = part_acc.get(), .part_ml = part_ml.get(), .qkv = qkv.get(),
+                                   .k_cache = k.get(), .v_cache = v.get(), .mask = d_mask.get(), .params = d_params.get(),
+                                   .n = n, .H = H, .Hkv = Hkv, .hd = hd, .mask_words = 1, .split_keys = split_keys,
+                                   .max_splits = max_splits};
+    const auto us = [&](auto&& f) { return device_seconds(ctx, 50, f) * 1e6; };
+    const double rms = us([&] { kernels::launch_rmsnorm(s, xb.get(), x.get(), norm.get(), n, D, 1e-5f); });
+    const double rope = us([&] { kernels::launch_rope_store_kv(s, qkv.get(), k.get(), v.get(), cs.get(), d_params.get(), n, H, Hkv, hd); });
+    const double attn = us([&] { kernels::launch_tree_attention(s, a, (T + 1 + split_keys - 1) / split_keys); });
+    const double attn_all = us([&] { kernels::launch_tree_attention(s, a, max_splits); });
+    const double glu = us([&] { kernels::launch_swiglu(s, act.get(), gate_up.get(), n, F); });
+    char line[200];
+    std::snprintf(line, sizeof line, "%-6s %10.1f %10.1f %10.1f %14.1f %10.1f %12.1f", model.c_str(), rms, rope, attn,
+                  attn_all, glu, 2 * rms + rope + attn + glu);
+    return {line};
+}
+
 struct Row {
     std::string model;
     double read_mb = 0;  // weight bytes one forward reads
     bool graphs = false;
+    std::string products;  // "skinny" (as built) or "lt-first" (cuBLASLt's first choice for every product)
     int n_nodes = 0;
     double latency_ms = 0, floor_ms = 0, over_n1 = 0;
 };
@@ -121,15 +199,16 @@ struct Row {
 }  // namespace
 
 int main(int argc, char** argv) {
-    std::string csv_path, models = "110m,1b,7b";
+    std::string csv_path, models = "110m,1b,7b", nodes = "1,2,4,8,16,32,64";
     int reps = 30;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--csv" && i + 1 < argc) csv_path = argv[++i];
         else if (a == "--models" && i + 1 < argc) models = argv[++i];
+        else if (a == "--nodes" && i + 1 < argc) nodes = argv[++i];
         else if (a == "--reps" && i + 1 < argc) reps = std::max(1, std::stoi(argv[++i]));
         else {
-            std::fprintf(stderr, "usage: %s [--models 110m,1b,7b] [--reps N] [--csv FILE]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--models 110m,1b,7b] [--nodes 1,2,...,64] [--reps N] [--csv FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -146,20 +225,46 @@ int main(int argc, char** argv) {
         const double bandwidth = copy_bandwidth(ctx), flops = gemm_flops(ctx);
         std::printf("device: %s\nceilings: device-to-device copy %.0f GB/s, bf16 GEMM (8192^3, fp32 out) %.1f TFLOP/s\n\n",
                     ctx.properties().name, bandwidth / 1e9, flops / 1e12);
-        std::printf("%-6s %8s %6s %4s %12s %10s %9s %9s\n", "model", "read MB", "graphs", "N", "latency ms", "floor ms",
-                    "x floor", "x N=1");
+        std::printf("%-6s %8s %6s %-9s %4s %12s %10s %9s %9s\n", "model", "read MB", "graphs", "products", "N",
+                    "latency ms", "floor ms", "x floor", "x N=1");
 
         std::vector<Row> rows;
-        const std::vector<int> sizes{1, 2, 4, 8, 16, 32, 64};
+        std::vector<int> sizes;  // tree sizes to time; the first is the ratio's base
+        for (std::size_t at = 0; at < nodes.size();) {
+            const std::size_t comma = std::min(nodes.find(',', at), nodes.size());
+            const int N = std::stoi(nodes.substr(at, comma - at));
+            if (N < 1 || N > 64) throw std::invalid_argument("--nodes: " + std::to_string(N) + " is outside 1..64");
+            sizes.push_back(N);
+            at = comma + 1;
+        }
+        std::vector<std::string> product_table, piece_table;
+        // The model's products as built (the skinny kernel for n <= 2, cuBLASLt's first choice above),
+        // without and with graphs, then cuBLASLt for every product, for the side-by-side ratio.
+        struct Setup {
+            CudaGraphs graphs;
+            GemmOptions gemm;
+            const char* name;
+        };
+        const Setup setups[] = {{CudaGraphs::kOff, GemmOptions{}, "skinny"},
+                                {CudaGraphs::kOn, GemmOptions{}, "skinny"},
+                                {CudaGraphs::kOn, GemmOptions{.skinny_max_n = 0}, "lt-first"}};
         for (const Shape& shape : all_shapes()) {
             if (("," + models + ",").find("," + shape.name + ",") == std::string::npos) continue;
             const Config& cfg = shape.cfg;
             std::vector<int> prompt(129);
             for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int>((i * 7919) % cfg.vocab_size);
-            for (const CudaGraphs graphs : {CudaGraphs::kOff, CudaGraphs::kOn}) {
-                std::fprintf(stderr, "[bench] %s: random bf16 weights, 128 committed tokens, graphs %s\n",
-                             shape.name.c_str(), graphs == CudaGraphs::kOn ? "on" : "off");
-                CudaModel model(cfg, random_device_weights(cfg, 1), ctx, CudaModelOptions{.max_tree_nodes = 64, .graphs = graphs});
+            for (const Setup& setup : setups) {
+                const CudaGraphs graphs = setup.graphs;
+                std::fprintf(stderr, "[bench] %s: random bf16 weights, 128 committed tokens, graphs %s, products %s\n",
+                             shape.name.c_str(), graphs == CudaGraphs::kOn ? "on" : "off", setup.name);
+                CudaModel model(cfg, random_device_weights(cfg, 1), ctx,
+                                CudaModelOptions{.max_tree_nodes = 64, .graphs = graphs, .gemm = setup.gemm});
+                if (&setup == &setups[0]) {
+                    std::fprintf(stderr, "[bench] %s: the products one by one\n", shape.name.c_str());
+                    const auto more = product_rows(ctx, shape.name, cfg, model.device_weights(), bandwidth);
+                    product_table.insert(product_table.end(), more.begin(), more.end());
+                    piece_table.push_back(piece_rows(ctx, shape.name, cfg)[0]);
+                }
                 detail::prefill(model, std::span<const int>(prompt).first(128));
                 const double weight_bytes = static_cast<double>(model.device_weights().bytes_read_per_step());
                 const double floor_ms = weight_bytes / bandwidth * 1e3;
@@ -167,20 +272,28 @@ int main(int argc, char** argv) {
                 for (int N : sizes) {
                     std::fprintf(stderr, "[bench] %s: N = %d\n", shape.name.c_str(), N);
                     const double ms = forward_seconds(model, random_tree(N, cfg.vocab_size, N), reps) * 1e3;
-                    if (N == 1) n1 = ms;
-                    const Row r{shape.name, weight_bytes / 1e6, graphs == CudaGraphs::kOn, N, ms, floor_ms, ms / n1};
-                    std::printf("%-6s %8.0f %6s %4d %12.3f %10.3f %9.2f %9.2f\n", r.model.c_str(), r.read_mb,
-                                r.graphs ? "on" : "off", N, r.latency_ms, r.floor_ms, r.latency_ms / r.floor_ms, r.over_n1);
+                    if (n1 == 0) n1 = ms;
+                    const Row r{shape.name, weight_bytes / 1e6, graphs == CudaGraphs::kOn, setup.name, N, ms, floor_ms, ms / n1};
+                    std::printf("%-6s %8.0f %6s %-9s %4d %12.3f %10.3f %9.2f %9.2f\n", r.model.c_str(), r.read_mb,
+                                r.graphs ? "on" : "off", r.products.c_str(), N, r.latency_ms, r.floor_ms,
+                                r.latency_ms / r.floor_ms, r.over_n1);
                     std::fflush(stdout);
                     rows.push_back(r);
                 }
             }
         }
+        std::printf("\none layer's products and the logits', each alone (us, and %% of the copy bandwidth at which W is read)\n");
+        std::printf("%-6s %-8s %3s %8s %16s %16s %16s\n", "model", "product", "n", "floor us", "lt-first", "lt-timed", "skinny");
+        for (const std::string& row : product_table) std::printf("%s\n", row.c_str());
+        std::printf("\none layer's other kernels at n = 1 over 128 committed rows, each alone (us)\n");
+        std::printf("%-6s %10s %10s %10s %14s %10s %12s\n", "model", "rmsnorm", "rope+kv", "attention", "attn graph-wide",
+                    "swiglu", "layer total");
+        for (const std::string& row : piece_table) std::printf("%s\n", row.c_str());
         if (!csv_path.empty()) {
             std::ofstream csv(csv_path);
-            csv << "model,weights_read_MB,graphs,n_nodes,latency_ms,floor_ms,over_floor,over_n1,bandwidth_GBps,gemm_TFLOPs\n";
+            csv << "model,weights_read_MB,graphs,products,n_nodes,latency_ms,floor_ms,over_floor,over_n1,bandwidth_GBps,gemm_TFLOPs\n";
             for (const Row& r : rows)
-                csv << r.model << ',' << r.read_mb << ',' << (r.graphs ? "on" : "off") << ',' << r.n_nodes << ','
+                csv << r.model << ',' << r.read_mb << ',' << (r.graphs ? "on" : "off") << ',' << r.products << ',' << r.n_nodes << ','
                     << r.latency_ms << ',' << r.floor_ms << ',' << r.latency_ms / r.floor_ms << ',' << r.over_n1 << ','
                     << bandwidth / 1e9 << ',' << flops / 1e12 << '\n';
             std::fprintf(stderr, "[bench] wrote %s\n", csv_path.c_str());
