@@ -278,6 +278,8 @@ struct ModelOptions {
     bool reference = false;                      // plain-loop matrix products: the oracle the fast path is tested against
     bool panels = true;                          // pack W as panels where the CPU has AVX-512 (panel_matmul.hpp): faster
                                                  // trees; false multiplies W as stored (no float32 copy)
+    bool bf16_inputs = true;                     // bf16 weights only: x rounded to bf16 where it enters a product,
+                                                 // as on the GPU, so AVX512-BF16 multiplies (PanelInput::kBf16)
 };
 
 namespace detail {
@@ -295,7 +297,15 @@ inline auto matrix_maker(const ModelOptions& options) {
 /// (options.reference) the plain-loop oracle.
 inline void linear(const ModelOptions& options, float* y, const float* x, const Matrix& w, int n) {
     if (!w.panels_f32.empty()) return panel_matmul(*options.pool, y, x, w.panels_f32, n);
-    if (!w.panels_bf.empty()) return panel_matmul(*options.pool, y, x, w.panels_bf, n);
+    const bool round_x = options.bf16_inputs && options.weight_format == WeightFormat::kBF16;
+    if (!w.panels_bf.empty())
+        return panel_matmul(*options.pool, y, x, w.panels_bf, n, round_x ? PanelInput::kBf16 : PanelInput::kFloat32);
+    if (round_x) {  // the same numbers as the panels' kBf16 input, on any CPU
+        const std::size_t count = static_cast<std::size_t>(n) * w.k;
+        float* rounded = thread_scratch(2, count);
+        for (std::size_t i = 0; i < count; ++i) rounded[i] = to_float(to_bf16(x[i]));
+        x = rounded;
+    }
     if (options.reference) {
         if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
         else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);

@@ -33,6 +33,7 @@
 #if defined(__x86_64__)
 #define SPECDEC_TARGET_AVX2 __attribute__((target("avx2,fma")))
 #define SPECDEC_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma")))
+#define SPECDEC_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #endif
 
 namespace specdec {
@@ -44,7 +45,7 @@ namespace specdec {
 struct CpuFeatures {
     bool avx2_fma = false;     // AVX2 + FMA3 (Haswell, Zen 1 and later)
     bool avx512 = false;       // AVX-512 F + BW + VL (Skylake-X, Zen 4 and later)
-    bool avx512_bf16 = false;  // AVX-512 BF16 (vdpbf16ps); reported, not used by matmul
+    bool avx512_bf16 = false;  // AVX-512 BF16 (vdpbf16ps): the panel product's bf16 x bf16 path
 };
 
 inline CpuFeatures cpu_features() {
@@ -157,7 +158,7 @@ inline float* thread_scratch(int slot, std::size_t count) {
         AlignedFloats buffer{0};
         std::size_t size = 0;
     };
-    thread_local Slot slots[2];
+    thread_local Slot slots[3];  // 0, 1: the products' packed x and W; 2: a model's rounded x
     Slot& s = slots[slot];
     if (s.size < count) {
         s.size = std::max(count, s.size + s.size / 2);

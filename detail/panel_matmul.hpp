@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -41,6 +42,22 @@ constexpr int kPanelMaxTileRows = 9;  // x rows per tile: 9 x 3 = 27 of 32 zmm r
 inline bool panels_available() {
 #if defined(__x86_64__)
     return detail::isa_available(detail::MatmulIsa::kAvx512);
+#else
+    return false;
+#endif
+}
+
+/// How a panel product takes x. kFloat32: as given. kBf16: each element rounded to bfloat16 (nearest
+/// even) where it enters the product, as the CUDA backend and llama.cpp's bf16 path do; with bf16
+/// panels on a CPU with AVX512-BF16 the product then runs on vdpbf16ps, one instruction per 16 rows x
+/// 2 k steps where widening W takes two FMAs, a shift and a mask. Elsewhere x is rounded the same way
+/// and multiplied by widened W: the numbers do not depend on the CPU, only the speed does.
+enum class PanelInput { kFloat32, kBf16 };
+
+/// Whether the bf16 x bf16 panel path (vdpbf16ps) runs on this CPU.
+inline bool bf16_dot_available() {
+#if defined(__x86_64__)
+    return cpu_features().avx512_bf16;
 #else
     return false;
 #endif
@@ -110,11 +127,29 @@ SPECDEC_TARGET_AVX512 inline void widen_pair(__m512i v, __m512& even, __m512& od
     odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
 }
 
-/// One stored row of a group (S = 1 k step of f32, 2 of bf16) into the tile's accumulators.
-template <int MR, int NV, class WT>
-SPECDEC_TARGET_AVX512 inline void panel_step(__m512 (&acc)[MR][NV], const float* xp, const WT* Wg, int p) {
+// Every kernel below is compiled for AVX512-BF16 so that one template serves both kinds of x, but
+// only the XT = uint32 steps use a BF16 instruction (vdpbf16ps, through its intrinsic), and those run
+// only where bf16_dot_available(); the others are AVX-512F code, which is what the compiler emits for
+// float arithmetic whatever the target allows (no __bf16 values appear here).
+
+/// One stored row of a group (S = 1 k step of f32, 2 of bf16) into the tile's accumulators. XT = float:
+/// x packed as floats, [kc][MR]; XT = uint32: x packed as bf16 pairs (k step p in the low half, p + 1
+/// in the high), [kc / 2][MR], multiplied with vdpbf16ps.
+template <int MR, int NV, class WT, class XT>
+SPECDEC_TARGET_AVX512_BF16 inline void panel_step(__m512 (&acc)[MR][NV], const XT* xp, const WT* Wg, int p) {
     constexpr int W = 16 * NV;  // group width in rows
-    if constexpr (std::is_same_v<WT, float>) {
+    if constexpr (std::is_same_v<XT, std::uint32_t>) {
+        static_assert(std::is_same_v<WT, bf16>);
+        __m512i w[NV];
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) w[v] = _mm512_loadu_si512(Wg + static_cast<std::ptrdiff_t>(p) * W + 32 * v);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+            const __m512i xb = _mm512_set1_epi32(static_cast<int>(xp[static_cast<std::ptrdiff_t>(p / 2) * MR + i]));
+#pragma GCC unroll 4
+            for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], (__m512bh)w[v], (__m512bh)xb);
+        }
+    } else if constexpr (std::is_same_v<WT, float>) {
         __m512 w[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) w[v] = _mm512_loadu_ps(Wg + static_cast<std::ptrdiff_t>(p) * W + 16 * v);
@@ -143,9 +178,9 @@ SPECDEC_TARGET_AVX512 inline void panel_step(__m512 (&acc)[MR][NV], const float*
 /// is the tile's packed x ([kc][MR]), Wg the group. Meanwhile [pf, pf_end) is prefetched to L2, a
 /// little per step. With few accumulators (MR·NV < 8) the FMA latency (4 cycles) would bound the
 /// loop, so U sets of accumulators take alternate k steps and are summed at the end.
-template <int MR, int NV, class WT>
-SPECDEC_TARGET_AVX512 void panel_tile(float* y, int ldy, const float* xp, const WT* Wg, int kc, int valid,
-                                      const char* pf, const char* pf_end) {
+template <int MR, int NV, class WT, class XT>
+SPECDEC_TARGET_AVX512_BF16 void panel_tile(float* y, int ldy, const XT* xp, const WT* Wg, int kc, int valid,
+                                           const char* pf, const char* pf_end) {
     constexpr int U = MR * NV >= 8 ? 1 : MR * NV >= 4 ? 2 : 4;
     constexpr int S = PanelMatrix<WT>::kStep;
     __m512 acc[U][MR][NV];
@@ -170,11 +205,11 @@ SPECDEC_TARGET_AVX512 void panel_tile(float* y, int ldy, const float* xp, const 
 #pragma GCC unroll 4
         for (int u = 0; u < U; ++u) {
             prefetch();
-            panel_step<MR, NV>(acc[u], xp, Wg, p + u * S);
+            panel_step<MR, NV, WT, XT>(acc[u], xp, Wg, p + u * S);
         }
     for (; p < kc; p += S) {
         prefetch();
-        panel_step<MR, NV>(acc[0], xp, Wg, p);
+        panel_step<MR, NV, WT, XT>(acc[0], xp, Wg, p);
     }
 
 #pragma GCC unroll 4
@@ -191,12 +226,12 @@ SPECDEC_TARGET_AVX512 void panel_tile(float* y, int ldy, const float* xp, const 
 }
 
 /// panel_tile<MR, 3> (a whole group) for MR in [1, kPanelMaxTileRows] chosen at run time.
-template <class WT, int MR = 1>
-SPECDEC_TARGET_AVX512 void panel_tile_dispatch(int mr, float* y, int ldy, const float* xp, const WT* Wg, int kc,
-                                               int valid, const char* pf, const char* pf_end) {
+template <class WT, class XT, int MR = 1>
+SPECDEC_TARGET_AVX512_BF16 void panel_tile_dispatch(int mr, float* y, int ldy, const XT* xp, const WT* Wg, int kc,
+                                                    int valid, const char* pf, const char* pf_end) {
     if constexpr (MR <= kPanelMaxTileRows) {
-        if (mr != MR) return panel_tile_dispatch<WT, MR + 1>(mr, y, ldy, xp, Wg, kc, valid, pf, pf_end);
-        panel_tile<MR, kPanelGroupRows / 16>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
+        if (mr != MR) return panel_tile_dispatch<WT, XT, MR + 1>(mr, y, ldy, xp, Wg, kc, valid, pf, pf_end);
+        panel_tile<MR, kPanelGroupRows / 16, WT, XT>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
     }
 }
 
@@ -216,9 +251,12 @@ struct PanelTiles {
 }  // namespace detail
 
 /// y (n, m) = x (n, k) · Wᵀ with W packed as panels. Needs AVX-512 (`panels_available()`). Differs
-/// from `matmul_reference` over the same (rounded) W only by f32 summation order.
+/// from `matmul_reference` over the same (rounded) W, and x rounded as `input` says, only by f32
+/// summation order. `dot` (tests only) picks the bf16 x bf16 kernel or the widening one for kBf16
+/// input; by default the first where the CPU has it.
 template <class WT>
-void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<WT>& W, int n) {
+void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<WT>& W, int n,
+                  PanelInput input = PanelInput::kFloat32, bool dot = true) {
     const int m = W.rows(), k = W.cols(), kp = W.padded_cols();
     detail::require(n >= 0, "panel_matmul", [&] { return "n = " + std::to_string(n) + ", expected >= 0"; });
     detail::require(panels_available(), "panel_matmul", [] {
@@ -234,16 +272,30 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     }
 #if defined(__x86_64__)
     // x as tiles, each k-major ([kp][rows]) so that a k step's broadcasts share one cache line;
-    // a padding step (odd k, bf16) multiplies zero weights by zero.
+    // a padding step (odd k, bf16) multiplies zero weights by zero. For vdpbf16ps a k step pair of a
+    // row is one 32-bit word ([kp / 2][rows]).
+    const bool round = input == PanelInput::kBf16;
+    const bool pairs = std::is_same_v<WT, bf16> && round && dot && bf16_dot_available();
     const detail::PanelTiles tiles(n);
     float* xp = detail::thread_scratch(0, static_cast<std::size_t>(n) * kp);
+    auto* xp32 = reinterpret_cast<std::uint32_t*>(xp);  // the same scratch, when x goes in bf16 pairs
+    const auto element = [&](const float* src, int p) { return p < k ? src[p] : 0.0f; };
     for (int t = 0; t < tiles.count; ++t) {
         const int i0 = tiles.first_row(t), mr = tiles.rows(t);
-        float* dst = xp + static_cast<std::size_t>(i0) * kp;
         for (int r = 0; r < mr; ++r) {
             const float* src = x + static_cast<std::size_t>(i0 + r) * k;
-            for (int p = 0; p < k; ++p) dst[static_cast<std::ptrdiff_t>(p) * mr + r] = src[p];
-            for (int p = k; p < kp; ++p) dst[static_cast<std::ptrdiff_t>(p) * mr + r] = 0.0f;
+            if (pairs) {
+                std::uint32_t* dst = xp32 + static_cast<std::size_t>(i0) * (kp / 2);
+                for (int p = 0; p < kp; p += 2)
+                    dst[static_cast<std::ptrdiff_t>(p / 2) * mr + r] =
+                        to_bf16(element(src, p)).bits | std::uint32_t{to_bf16(element(src, p + 1)).bits} << 16;
+            } else {
+                float* dst = xp + static_cast<std::size_t>(i0) * kp;
+                for (int p = 0; p < kp; ++p) {
+                    const float v = element(src, p);
+                    dst[static_cast<std::ptrdiff_t>(p) * mr + r] = round ? to_float(to_bf16(v)) : v;
+                }
+            }
         }
     }
     // Tasks are runs of whole groups. The first x tile streams a group's W from memory; the later
@@ -268,8 +320,16 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
                 const int i0 = tiles.first_row(t), s = tiles.count == 1 ? 0 : t - 1;
                 const char* pf = next + (s < 0 ? next_bytes : std::min(next_bytes, share * s));
                 const char* pf_end = next + (s < 0 ? next_bytes : std::min(next_bytes, share * (s + 1)));
-                detail::panel_tile_dispatch<WT>(tiles.rows(t), y + static_cast<std::size_t>(i0) * m + j0, m,
-                                                xp + static_cast<std::size_t>(i0) * kp, Wg, kp, m - j0, pf, pf_end);
+                float* yt = y + static_cast<std::size_t>(i0) * m + j0;
+                if constexpr (std::is_same_v<WT, bf16>) {
+                    if (pairs) {
+                        detail::panel_tile_dispatch<WT, std::uint32_t>(
+                            tiles.rows(t), yt, m, xp32 + static_cast<std::size_t>(i0) * (kp / 2), Wg, kp, m - j0, pf, pf_end);
+                        continue;
+                    }
+                }
+                detail::panel_tile_dispatch<WT, float>(tiles.rows(t), yt, m, xp + static_cast<std::size_t>(i0) * kp, Wg, kp,
+                                                       m - j0, pf, pf_end);
             }
         }
     });

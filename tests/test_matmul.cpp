@@ -316,6 +316,33 @@ TEST_CASE("the panel product matches the reference for bf16 weights over ragged 
     check_panels_against_reference<bf16>(40);
 }
 
+TEST_CASE("with x rounded to bf16, the panel product matches the reference over rounded x: vdpbf16ps and widening",
+          "[matmul][panels]") {
+    const bool dot = GENERATE(true, false);  // the AVX512-BF16 kernel, or rounded floats times widened W
+    if (!specdec::panels_available() || (dot && !specdec::bf16_dot_available())) {
+        WARN("this CPU lacks AVX-512" << (dot ? " BF16" : "") << ": this path is not tested here");
+        return;
+    }
+    ThreadPool pool1(1), pool2(2), pool3(3);
+    std::vector<Shape> shapes = ragged_shapes();
+    for (int n = 1; n <= 20; ++n) shapes.push_back({n, 65, 40});  // odd k: the last pair is (x, 0)
+    for (int m : {16, 33, 48, 96, 112}) shapes.push_back({7, 30, m});
+    for (const Shape& s : shapes) {
+        const Problem<bf16> pr(s, 50);
+        std::vector<float> xr(pr.x.size()), ref(pr.ref.size());
+        for (std::size_t i = 0; i < xr.size(); ++i) xr[i] = specdec::to_float(specdec::to_bf16(pr.x[i]));
+        specdec::matmul_reference(ref.data(), xr.data(), pr.W.data(), s.n, s.k, s.m);
+        const auto bounds = error_bounds(xr, pr.W, s.n, s.k, s.m);
+        const specdec::PanelMatrix<bf16> P(s.m, s.k, [&](int j) { return pr.wf.data() + std::size_t(j) * s.k; });
+        for (ThreadPool* pool : {&pool1, &pool2, &pool3}) {
+            std::vector<float> y(std::size_t(s.n) * s.m, std::nanf(""));
+            specdec::panel_matmul(*pool, y.data(), pr.x.data(), P, s.n, specdec::PanelInput::kBf16, dot);
+            INFO("n=" << s.n << " k=" << s.k << " m=" << s.m << " threads=" << pool->size() << " dot=" << dot);
+            CHECK(worst_error_ratio(y, ref, bounds) <= 1.0);
+        }
+    }
+}
+
 TEST_CASE("panels hold every weight once, where index() says, and zeros in the padding", "[matmul][panels]") {
     const int m = GENERATE(1, 16, 40, 48, 100), k = GENERATE(1, 7, 30);
     std::vector<float> W(std::size_t(m) * k);

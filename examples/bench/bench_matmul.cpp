@@ -254,8 +254,8 @@ int run(int argc, char** argv) {
     c.threads = pool.size();
     c.read_gbs_1 = read_bandwidth(pool1, big.data(), n_floats);
     c.read_gbs_all = read_bandwidth(pool, big.data(), n_floats);
-    c.fma_gflops_1 = fma_rate(pool1);
-    c.fma_gflops_all = fma_rate(pool);
+    c.fma_gflops_1 = peak_rate(pool1, fma_best);
+    c.fma_gflops_all = peak_rate(pool, fma_best);
     std::printf("ceilings: read %.1f GB/s (1 thread), %.1f GB/s (%d threads); f32 FMA %.1f GFLOP/s (1 thread), "
                 "%.1f GFLOP/s (%d threads)\n",
                 c.read_gbs_1, c.read_gbs_all, pool.size(), c.fma_gflops_1, c.fma_gflops_all, pool.size());

@@ -9,7 +9,8 @@
 //        - tree verification: N = 1, 2, 4, 8, 16, 32, 64 nodes (a random tree), ratio to N = 1;
 //        - prefill: 512 tokens, GFLOP/s as a share of the FMA ceiling;
 //      and, beside the fast model (W packed as panels where the CPU has AVX-512), the model that
-//      multiplies W as stored (decode and N = 16, "rows") and the plain-loop reference's decode.
+//      multiplies W as stored (decode and N = 16, "rows"), for bf16 the model whose products take x
+//      in float32 ("f32x": W widened, no vdpbf16ps), and the plain-loop reference's decode.
 // Weights are ordinary heap memory, touched and warmed by a first run before timing.
 //
 // Build and run:  cmake --build build --target bench_model && ./build/bench_model [--threads N] [--csv F] [--quick]
@@ -78,9 +79,11 @@ int run(int argc, char** argv) {
     }
     std::printf("threads %d; read %.1f GB/s (1 thread) %.1f GB/s (all); f32 FMA %.1f GFLOP/s (1 thread) %.1f (all)\n",
                 pool.size(), ceil.read_gbs_1, ceil.read_gbs_all, ceil.fma_gflops_1, ceil.fma_gflops_all);
+    const bool dot = panels_available() && bf16_dot_available();
+    if (dot) std::printf("bf16 dot (vdpbf16ps, bf16 x bf16 -> f32) %.1f GFLOP/s (all)\n", ceil.dot_gflops_all);
     std::printf("decode ratio = median / floor, floor = (matrix bytes + KV bytes) / %.1f GB/s; tree ratio = / N=1; "
-                "prefill ratio = %% of %.1f GFLOP/s\n\n",
-                ceil.read_gbs_all, ceil.fma_gflops_all);
+                "prefill ratio = %% of %.1f GFLOP/s (f32)%s\n\n",
+                ceil.read_gbs_all, ceil.fma_gflops_all, dot ? " or of the bf16 dot ceiling (bf16, whose products run on it)" : "");
     std::printf("fast path: %s\n\n", panels_available() ? "W packed as panels, panel_matmul (AVX-512)"
                                                         : "W as stored, matmul's rows kernel (no AVX-512)");
     std::printf("%-8s %-5s %-9s %4s %11s %11s %9s\n", "model", "dtype", "what", "N", "median ms", "best ms", "ratio");
@@ -148,6 +151,17 @@ int run(int argc, char** argv) {
                 const Timing t = time_runs([&](int) { stored.forward(t16, 0); }, 5, min_s);
                 record({s.name, dtype, "rows tree", 16, 1e3 * t.median, 1e3 * t.best, t.median / d.median});
             }
+            // A bf16 model whose products take x as float32 (W widened in registers), beside the one that
+            // rounds x to bf16 for vdpbf16ps (ModelOptions::bf16_inputs): what AVX512-BF16 gains.
+            if (fmt == WeightFormat::kBF16 && dot) {
+                CpuModel widened(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool, .bf16_inputs = false});
+                detail::prefill(widened, context, 64);
+                const Timing d = time_runs([&](int) { widened.forward(one, 0); }, 5, min_s);
+                record({s.name, dtype, "f32x dec", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
+                const Tree t16 = random_tree(16, cfg.vocab_size, 7 + 16);
+                const Timing t = time_runs([&](int) { widened.forward(t16, 0); }, 5, min_s);
+                record({s.name, dtype, "f32x tree", 16, 1e3 * t.median, 1e3 * t.best, t.median / d.median});
+            }
             // Prefill of 512 tokens on an empty cache.
             model.reset();
             std::vector<int> prompt(512);
@@ -156,17 +170,18 @@ int run(int argc, char** argv) {
             const Timing pf = time_runs([&](int) { model.forward(chain, 0); }, 2, min_s);
             const double flops = 2.0 * double(matrix_params(cfg)) * 512 +
                                  2.0 * 2 * cfg.num_hidden_layers * cfg.hidden_size * (512.0 * 513 / 2);
-            record({s.name, dtype, "prefill", 512, 1e3 * pf.median, 1e3 * pf.best,
-                    100.0 * flops / pf.median / 1e9 / ceil.fma_gflops_all});
+            const double peak = fmt == WeightFormat::kBF16 && dot ? ceil.dot_gflops_all : ceil.fma_gflops_all;
+            record({s.name, dtype, "prefill", 512, 1e3 * pf.median, 1e3 * pf.best, 100.0 * flops / pf.median / 1e9 / peak});
         }
     }
     if (!csv.empty()) {
         std::FILE* f = std::fopen(csv.c_str(), "w");
         if (!f) throw std::runtime_error("cannot write " + csv);
-        std::fprintf(f, "model,dtype,what,n,median_ms,best_ms,ratio,read_gbs,fma_gflops\n");
+        std::fprintf(f, "model,dtype,what,n,median_ms,best_ms,ratio,read_gbs,fma_gflops,dot_gflops\n");
         for (const Row& r : rows)
-            std::fprintf(f, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.2f,%.2f\n", r.model.c_str(), r.dtype.c_str(), r.what.c_str(),
-                         r.n, r.median_ms, r.best_ms, r.ratio, ceil.read_gbs_all, ceil.fma_gflops_all);
+            std::fprintf(f, "%s,%s,%s,%d,%.4f,%.4f,%.4f,%.2f,%.2f,%.2f\n", r.model.c_str(), r.dtype.c_str(),
+                         r.what.c_str(), r.n, r.median_ms, r.best_ms, r.ratio, ceil.read_gbs_all, ceil.fma_gflops_all,
+                         ceil.dot_gflops_all);
         std::fclose(f);
     }
     return 0;

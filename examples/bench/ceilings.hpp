@@ -108,6 +108,21 @@ SPECDEC_TARGET_AVX512 float fma_loop_avx512(long iters, float seed) {
     return float(sum_scalar(lanes, 16));
 }
 
+/// vdpbf16ps: each instruction multiplies 32 bf16 pairs and adds them into 16 floats, 64 flops.
+SPECDEC_TARGET_AVX512_BF16 float dot_loop_bf16(long iters, float seed) {
+    __m512 acc[kChains512];
+    for (int c = 0; c < kChains512; ++c) acc[c] = _mm512_set1_ps(seed + float(c));
+    const __m512i a = _mm512_set1_epi32(0x3F803F80), b = _mm512_set1_epi32(0x33D633D6);  // bf16 pairs (1, 1), (1e-7, 1e-7)
+    for (long it = 0; it < iters; ++it)
+#pragma GCC unroll 16
+        for (int c = 0; c < kChains512; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], (__m512bh)a, (__m512bh)b);
+    alignas(64) float lanes[16];
+    __m512 s = acc[0];
+    for (int c = 1; c < kChains512; ++c) s = _mm512_add_ps(s, acc[c]);
+    _mm512_store_ps(lanes, s);
+    return float(sum_scalar(lanes, 16));
+}
+
 constexpr int kChains256 = 12;  // of the 16 ymm registers
 SPECDEC_TARGET_AVX2 float fma_loop_avx2(long iters, float seed) {
     __m256 acc[kChains256];
@@ -141,9 +156,18 @@ double fma_best(long iters, float seed, float* sink) {
     return *sink = fma_loop_scalar(iters, seed), 2.0 * 4;
 }
 
+/// Runs the bf16 dot loop where the CPU has AVX512-BF16; returns flops per iteration (0 without it).
+double dot_best(long iters, float seed, float* sink) {
+#if defined(__x86_64__)
+    if (specdec::cpu_features().avx512_bf16) return *sink = dot_loop_bf16(iters, seed), 4.0 * 16 * kChains512;
+#endif
+    return *sink = seed, 0.0;
+}
+
 struct Ceilings {
     double read_gbs_1 = 0, read_gbs_all = 0;     // GB/s
     double fma_gflops_1 = 0, fma_gflops_all = 0; // GFLOP/s
+    double dot_gflops_all = 0;                   // bf16 x bf16 -> f32 (vdpbf16ps), all threads; 0 without AVX512-BF16
     int threads = 1;
 };
 
@@ -169,8 +193,10 @@ double read_bandwidth(ThreadPool& pool, const float* p, std::size_t count) {
     return best;
 }
 
-/// FMA rate: 30 passes of ~3 ms, every thread running the register-resident loop.
-double fma_rate(ThreadPool& pool) {
+/// Peak arithmetic rate: 30 passes of ~3 ms, every thread running a register-resident loop
+/// (fma_best or dot_best, which return flops per iteration).
+template <class Loop>
+double peak_rate(ThreadPool& pool, Loop loop) {
     const long iters = 500'000;
     std::vector<float> sinks(std::size_t(pool.size()));
     std::vector<double> flops_per_iter(std::size_t(pool.size()));
@@ -178,7 +204,7 @@ double fma_rate(ThreadPool& pool) {
     for (int pass = 0; pass < 30; ++pass) {
         const auto t0 = Clock::now();
         pool.parallel_for(pool.size(), [&](int t) {
-            flops_per_iter[std::size_t(t)] = fma_best(iters, 1.0f + float(t), &sinks[std::size_t(t)]);
+            flops_per_iter[std::size_t(t)] = loop(iters, 1.0f + float(t), &sinks[std::size_t(t)]);
         });
         const double secs = seconds_since(t0);
         double flops = 0;
@@ -201,8 +227,9 @@ inline Ceilings measure_ceilings(ThreadPool& pool, std::span<float> big) {
     c.threads = pool.size();
     c.read_gbs_1 = read_bandwidth(one, big.data(), big.size());
     c.read_gbs_all = read_bandwidth(pool, big.data(), big.size());
-    c.fma_gflops_1 = fma_rate(one);
-    c.fma_gflops_all = fma_rate(pool);
+    c.fma_gflops_1 = peak_rate(one, fma_best);
+    c.fma_gflops_all = peak_rate(pool, fma_best);
+    c.dot_gflops_all = peak_rate(pool, dot_best);
     return c;
 }
 
