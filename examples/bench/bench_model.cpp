@@ -140,28 +140,24 @@ int run(int argc, char** argv) {
                 if (n == 1) t1 = tt.median;
                 record({s.name, dtype, "tree", n, 1e3 * tt.median, 1e3 * tt.best, tt.median / t1});
             }
-            // The same model multiplying W as stored (matmul's rows kernel), measured beside: what the
-            // panels gain. Its N = 16 ratio is to its own decode.
-            if (panels_available()) {
-                CpuModel stored(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool, .panels = false});
-                detail::prefill(stored, context, 64);
-                const Timing d = time_runs([&](int) { stored.forward(one, 0); }, 5, min_s);
-                record({s.name, dtype, "rows dec", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
+            // Another build of the same weights, measured beside the fast model: decode, and N = 16 as a
+            // ratio to its own decode.
+            const auto beside = [&](const std::string& name, const ModelOptions& options) {
+                CpuModel other(cfg, w, options);
+                detail::prefill(other, context, 64);
+                const Timing d = time_runs([&](int) { other.forward(one, 0); }, 5, min_s);
+                record({s.name, dtype, name + " dec", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
                 const Tree t16 = random_tree(16, cfg.vocab_size, 7 + 16);
-                const Timing t = time_runs([&](int) { stored.forward(t16, 0); }, 5, min_s);
-                record({s.name, dtype, "rows tree", 16, 1e3 * t.median, 1e3 * t.best, t.median / d.median});
-            }
-            // A bf16 model whose products take x as float32 (W widened in registers), beside the one that
-            // rounds x to bf16 for vdpbf16ps (ModelOptions::bf16_inputs): what AVX512-BF16 gains.
-            if (fmt == WeightFormat::kBF16 && dot) {
-                CpuModel widened(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool, .bf16_inputs = false});
-                detail::prefill(widened, context, 64);
-                const Timing d = time_runs([&](int) { widened.forward(one, 0); }, 5, min_s);
-                record({s.name, dtype, "f32x dec", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
-                const Tree t16 = random_tree(16, cfg.vocab_size, 7 + 16);
-                const Timing t = time_runs([&](int) { widened.forward(t16, 0); }, 5, min_s);
-                record({s.name, dtype, "f32x tree", 16, 1e3 * t.median, 1e3 * t.best, t.median / d.median});
-            }
+                const Timing t = time_runs([&](int) { other.forward(t16, 0); }, 5, min_s);
+                record({s.name, dtype, name + " tree", 16, 1e3 * t.median, 1e3 * t.best, t.median / d.median});
+            };
+            // W multiplied as stored (matmul's rows kernel): what the panels gain.
+            if (panels_available())
+                beside("rows", {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool, .panels = false});
+            // bf16 products taking x as float32 (W widened in registers) instead of rounding x to bf16
+            // for vdpbf16ps (ModelOptions::bf16_inputs): what AVX512-BF16 gains.
+            if (fmt == WeightFormat::kBF16 && dot)
+                beside("f32x", {.max_tree_nodes = 512, .weight_format = fmt, .pool = &pool, .bf16_inputs = false});
             // Prefill of 512 tokens on an empty cache.
             model.reset();
             std::vector<int> prompt(512);
