@@ -5,9 +5,9 @@
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 
-#include <map>
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -68,8 +68,10 @@ struct GemmPlan {
 ///     logits stay fp32.
 /// Row-major y = x·Wᵀ is column-major yᵀ (m, n) = W (k, m)ᵀ · xᵀ (k, n): op(A) = T on W, op(B) = N on x.
 /// The algorithm is chosen once per (m, n, k) and cached (GemmOptions says how); the pointers passed
-/// must be 16-byte aligned (every CudaBuffer is 256-byte aligned). Skinny products (GemmOptions::skinny)
-/// bypass cuBLASLt, whose kernels for n = 1 take 6-12 us even where W is read in 1-3 us.
+/// must be 16-byte aligned (every CudaBuffer is 256-byte aligned). Skinny products (n up to
+/// GemmOptions::skinny_max_n) bypass cuBLASLt, whose kernels for n = 1 take 6-12 us even where W is
+/// read in 1-3 us. A plan is made on a shape's first eager call: CUDA graphs capture only shapes that
+/// ran eagerly before (timing candidates synchronises the stream, which a capture forbids).
 class Gemm {
 public:
     explicit Gemm(CudaContext& ctx, GemmOptions options = {}) : ctx_(&ctx), opt_(options) {}
@@ -87,12 +89,6 @@ public:
     /// Whether (n, k) goes to the skinny kernel rather than cuBLASLt.
     bool takes_skinny(int n, int k) const {
         return n <= std::min(opt_.skinny_max_n, kernels::kSkinnyMaxN) && k % 8 == 0;
-    }
-
-    /// Makes the plan operator() will use for this shape, if it uses one: for a CUDA graph, whose capture
-    /// must not create plans (timing a candidate synchronises the stream).
-    void prepare(int m, int n, int k) {
-        if (n > 0 && !takes_skinny(n, k)) plan(m, n, k);
     }
 
     /// Builds (or finds) the plan for y (n, m) = x (n, k) · Wᵀ; throws naming m, n, k when cuBLASLt has
@@ -143,9 +139,15 @@ private:
         DeviceBuffer<float> y(static_cast<std::size_t>(n) * m);
         SPECDEC_CUDA_CHECK(cudaMemsetAsync(x.get(), 0, x.bytes(), s));
         SPECDEC_CUDA_CHECK(cudaMemsetAsync(W.get(), 0, W.bytes(), s));
-        cudaEvent_t start = nullptr, stop = nullptr;
-        SPECDEC_CUDA_CHECK(cudaEventCreate(&start));
-        SPECDEC_CUDA_CHECK(cudaEventCreate(&stop));
+        struct Events {  // destroyed on every way out, a failed check included
+            cudaEvent_t start = nullptr, stop = nullptr;
+            ~Events() {
+                if (start != nullptr) cudaEventDestroy(start);
+                if (stop != nullptr) cudaEventDestroy(stop);
+            }
+        } ev;
+        SPECDEC_CUDA_CHECK(cudaEventCreate(&ev.start));
+        SPECDEC_CUDA_CHECK(cudaEventCreate(&ev.stop));
         const float alpha = 1.0f, beta = 0.0f;
         std::size_t best = 0;
         float best_ms = INFINITY;
@@ -155,16 +157,14 @@ private:
                                       y.get(), p.y, &candidates[c].algo, ctx_->workspace(), ctx_->workspace_bytes(), s);
             };
             if (run() != CUBLAS_STATUS_SUCCESS) continue;
-            SPECDEC_CUDA_CHECK(cudaEventRecord(start, s));
+            SPECDEC_CUDA_CHECK(cudaEventRecord(ev.start, s));
             for (int r = 0; r < 3; ++r) SPECDEC_CUDA_CHECK(run());
-            SPECDEC_CUDA_CHECK(cudaEventRecord(stop, s));
-            SPECDEC_CUDA_CHECK(cudaEventSynchronize(stop));
+            SPECDEC_CUDA_CHECK(cudaEventRecord(ev.stop, s));
+            SPECDEC_CUDA_CHECK(cudaEventSynchronize(ev.stop));
             float ms = 0.0f;
-            SPECDEC_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+            SPECDEC_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.start, ev.stop));
             if (ms < best_ms) best_ms = ms, best = c;
         }
-        cudaEventDestroy(start);
-        cudaEventDestroy(stop);
         return best;
     }
 

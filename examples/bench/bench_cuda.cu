@@ -9,8 +9,12 @@
 // For a ~110M Llama (dim 768, 12 layers), a ~1B one (TinyLlama's shape: dim 2048, 22 layers, 32 heads,
 // 4 kv heads) and a 7B one (dim 4096, 32 layers), with random bf16 weights drawn on the device and
 // 128 committed tokens: single-token decode latency and its floor, and tree verification for
-// N = 1, 2, 4, 8, 16, 32, 64 as a ratio to N = 1, with CUDA graphs off and on. Latency is host wall
-// time of CudaModel::forward (upload, kernels, logits copied back), median of --reps runs after warm-up.
+// N = 1, 2, 4, 8, 16, 32, 64 as a ratio to N = 1, with CUDA graphs off and on, and with every product
+// on cuBLASLt ("lt-first") beside the model as built ("skinny": our kernel for n <= 2). Latency is host
+// wall time of CudaModel::forward (upload, kernels, logits copied back), median of --reps runs after
+// warm-up. Then two breakdowns, each kernel alone, timed with events: one layer's products and the
+// logits for n = 1..16 (cuBLASLt's first choice, its timed best, the skinny kernel) as a share of the
+// copy bandwidth, and the layer's other kernels at n = 1 (RMSNorm, RoPE + KV store, attention, SwiGLU).
 //
 // Run:    build/cuda/bench_cuda [--models 110m,1b,7b] [--nodes 1,2,4,8,16,32,64] [--reps 30] [--csv bench.csv]
 // Prints: one table row per (model, graphs, N); progress goes to stderr.
