@@ -301,8 +301,11 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     // Tasks are runs of whole groups. The first x tile streams a group's W from memory; the later
     // tiles find it in L2 and are compute-bound, so they pull the task's next group towards L2 while
     // they work, each a share (a lone tile, bound by memory anyway, prefetches all of it). Measured
-    // on the ~110M shape, 2 threads: f32 n = 32 19.7 -> 17.3 ms, n = 1 5.7 -> 5.4 ms. Blocking k so
-    // that all tiles meet a block of W in L1 was slower at every block size tried (64..256).
+    // on the ~110M shape, 2 threads: f32 n = 32 19.7 -> 17.3 ms, n = 1 5.7 -> 5.4 ms. With two tiles
+    // the second alone is too short to pull a whole group at one core's bandwidth (the more so on
+    // vdpbf16ps, which halves its compute), so both take a half: n = 16 5-15% faster, bf16 and f32
+    // (alternating runs of one driver); with four tiles the first joining was slower (n = 32, +15%). Blocking k so that all tiles meet a block of
+    // W in L1 was slower at every block size tried (64..256).
     const int groups = W.groups();
     const int chunk = (detail::rows_chunk(n, k, m, pool.size(), kPanelGroupRows) + kPanelGroupRows - 1) / kPanelGroupRows;
     const int tasks = (groups + chunk - 1) / chunk;
@@ -314,10 +317,11 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
             const std::ptrdiff_t group_bytes = std::ptrdiff_t{kPanelGroupRows} * kp * std::ptrdiff_t{sizeof(WT)};
             const char* next = reinterpret_cast<const char*>(Wg) + group_bytes;
             const std::ptrdiff_t next_bytes = g + 1 < g_end ? group_bytes : 0;
-            const int sharers = std::max(1, tiles.count - 1);
+            const bool first_shares = tiles.count <= 2;
+            const int sharers = first_shares ? tiles.count : tiles.count - 1;
             const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
             for (int t = 0; t < tiles.count; ++t) {
-                const int i0 = tiles.first_row(t), s = tiles.count == 1 ? 0 : t - 1;
+                const int i0 = tiles.first_row(t), s = first_shares ? t : t - 1;
                 const char* pf = next + (s < 0 ? next_bytes : std::min(next_bytes, share * s));
                 const char* pf_end = next + (s < 0 ? next_bytes : std::min(next_bytes, share * (s + 1)));
                 float* yt = y + static_cast<std::size_t>(i0) * m + j0;
