@@ -279,22 +279,24 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     const detail::PanelTiles tiles(n);
     float* xp = detail::thread_scratch(0, static_cast<std::size_t>(n) * kp);
     auto* xp32 = reinterpret_cast<std::uint32_t*>(xp);  // the same scratch, when x goes in bf16 pairs
-    const auto element = [&](const float* src, int p) { return p < k ? src[p] : 0.0f; };
+    const auto pair = [](float lo, float hi) {
+        return to_bf16(lo).bits | std::uint32_t{to_bf16(hi).bits} << 16;
+    };
     for (int t = 0; t < tiles.count; ++t) {
         const int i0 = tiles.first_row(t), mr = tiles.rows(t);
         for (int r = 0; r < mr; ++r) {
             const float* src = x + static_cast<std::size_t>(i0 + r) * k;
             if (pairs) {
-                std::uint32_t* dst = xp32 + static_cast<std::size_t>(i0) * (kp / 2);
-                for (int p = 0; p < kp; p += 2)
-                    dst[static_cast<std::ptrdiff_t>(p / 2) * mr + r] =
-                        to_bf16(element(src, p)).bits | std::uint32_t{to_bf16(element(src, p + 1)).bits} << 16;
+                std::uint32_t* dst = xp32 + static_cast<std::size_t>(i0) * (kp / 2) + r;
+                for (int q = 0; q < k / 2; ++q) dst[static_cast<std::ptrdiff_t>(q) * mr] = pair(src[2 * q], src[2 * q + 1]);
+                if (k % 2 != 0) dst[static_cast<std::ptrdiff_t>(k / 2) * mr] = pair(src[k - 1], 0.0f);
             } else {
-                float* dst = xp + static_cast<std::size_t>(i0) * kp;
-                for (int p = 0; p < kp; ++p) {
-                    const float v = element(src, p);
-                    dst[static_cast<std::ptrdiff_t>(p) * mr + r] = round ? to_float(to_bf16(v)) : v;
-                }
+                float* dst = xp + static_cast<std::size_t>(i0) * kp + r;
+                if (round)
+                    for (int p = 0; p < k; ++p) dst[static_cast<std::ptrdiff_t>(p) * mr] = to_float(to_bf16(src[p]));
+                else
+                    for (int p = 0; p < k; ++p) dst[static_cast<std::ptrdiff_t>(p) * mr] = src[p];
+                for (int p = k; p < kp; ++p) dst[static_cast<std::ptrdiff_t>(p) * mr] = 0.0f;
             }
         }
     }
