@@ -17,8 +17,10 @@
 #include "matmul.hpp"
 #include "huge_pages.hpp"
 #include "panel_matmul.hpp"
+#include "softmax.hpp"
 #include "thread_pool.hpp"
 #include "tree.hpp"
+#include "tree_attention.hpp"
 #include "views.hpp"
 #include "weights.hpp"
 
@@ -27,9 +29,7 @@ namespace specdec {
 namespace detail {
 
 inline void rmsnorm(float* out, const float* x, const float* weight, int d, float eps) {
-    double ss = 0.0;
-    for (int i = 0; i < d; ++i) ss += double(x[i]) * x[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / d) + eps);
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sum_squares(x, d) / d) + eps);
     for (int i = 0; i < d; ++i) out[i] = x[i] * inv * weight[i];
 }
 
@@ -59,114 +59,21 @@ constexpr int kBlockedAttentionMinNodes = 2;
 constexpr int kAttentionBlockRows = 64;
 
 // ---------------------------------------------------------------------------------------------------
-// Softmax numerators for the blocked attention: one exp per (query, key) pair is the largest cost
-// after the two matrix products, and a libm call per score made it the largest of all (~40%).
+// Transposes for the blocked attention (values as matmul's W operand).
 
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-/// Cephes' expf, the form of llama.cpp's ggml_v_expf: n = round(x / ln 2), r = x - n ln 2 in two
-/// parts, exp(r) by a degree-6 polynomial, times 2^n; within a few ulp of expf (the tests allow 4).
-/// For x <= 88; x < -87 (where expf leaves the normal range; -inf for a masked key) gives 0.
-SPECDEC_TARGET_AVX512 inline __m512 exp16(__m512 x) {
-    const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
-    y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_maskz_scalef_ps(normal, y, n);
-}
-
-SPECDEC_TARGET_AVX512 inline float softmax_numerators_avx512(float* p, int len, float scale) {
-    const auto tail = [len](int r) { return static_cast<__mmask16>(len - r >= 16 ? 0xffffu : (1u << (len - r)) - 1u); };
-    __m512 mx = _mm512_set1_ps(-INFINITY);
-    for (int r = 0; r < len; r += 16) mx = _mm512_mask_max_ps(mx, tail(r), mx, _mm512_maskz_loadu_ps(tail(r), p + r));
-    // (p - max) * scale, like the reference: the difference of nearby scores is exact, while
-    // p * scale - max * scale would carry max * scale's rounding (ulps of 100 for sharp rows).
-    const __m512 s = _mm512_set1_ps(scale), shift = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-    __m512 sum = _mm512_setzero_ps();
-    for (int r = 0; r < len; r += 16) {
-        const __mmask16 m = tail(r);
-        const __m512 e = exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + r), shift), s));
-        _mm512_mask_storeu_ps(p + r, m, e);
-        sum = _mm512_mask_add_ps(sum, m, sum, e);
-    }
-    return _mm512_reduce_add_ps(sum);
-}
-
-/// exp16 for 8 floats; 2^n is built in the exponent bits (AVX2 has no scalef).
-SPECDEC_TARGET_AVX2 inline __m256 exp8(__m256 x) {
-    const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(pow2n)), normal);
-}
-
-SPECDEC_TARGET_AVX2 inline float softmax_numerators_avx2(float* p, int len, float scale) {
-    float mx = -INFINITY;
-    for (int r = 0; r < len; ++r) mx = std::max(mx, p[r]);
-    const __m256 s = _mm256_set1_ps(scale), shift = _mm256_set1_ps(mx);
-    __m256 sum8 = _mm256_setzero_ps();
-    int r = 0;
-    for (; r + 8 <= len; r += 8) {
-        const __m256 e = exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(p + r), shift), s));
-        _mm256_storeu_ps(p + r, e);
-        sum8 = _mm256_add_ps(sum8, e);
-    }
-    float sum = reduce_add8(sum8);
-    for (; r < len; ++r) sum += (p[r] = std::exp((p[r] - mx) * scale));
-    return sum;
-}
-
-/// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block, in registers: unpack pairs of rows,
-/// shuffle quads, then exchange 128-bit lanes (16 loads, 64 shuffles, 16 stores).
+/// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block, in registers (transpose16).
 SPECDEC_TARGET_AVX512 inline void transpose16x16(float* dst, std::ptrdiff_t ld_dst, const float* src, std::ptrdiff_t ld_src) {
-    __m512 r[16], t[16], u[16];
+    __m512 r[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    // u[4g + c], 128-bit lane L: column 4L + c of rows 4g .. 4g + 3.
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-        u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-        const __m512 w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        const __m512 z0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), z1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        _mm512_storeu_ps(dst + c * ld_dst, _mm512_shuffle_f32x4(w0, z0, 0x88));
-        _mm512_storeu_ps(dst + (4 + c) * ld_dst, _mm512_shuffle_f32x4(w1, z1, 0x88));
-        _mm512_storeu_ps(dst + (8 + c) * ld_dst, _mm512_shuffle_f32x4(w0, z0, 0xDD));
-        _mm512_storeu_ps(dst + (12 + c) * ld_dst, _mm512_shuffle_f32x4(w1, z1, 0xDD));
-    }
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -187,21 +94,6 @@ inline void transpose_rows(float* vt, const float* rows, std::ptrdiff_t ld, int 
             for (int r = r0; r < std::min(R, r0 + 16); ++r) vt[std::ptrdiff_t{d} * R + r] = rows[r * ld + d];
 }
 
-/// p[r] <- exp(scale * (p[r] - max p)) over [0, len), scale > 0; returns their sum. The max keeps
-/// every exponent <= 0 (a stable softmax); -inf (a masked key) becomes 0.
-inline float softmax_numerators(float* p, int len, float scale) {
-#if defined(__x86_64__)
-    switch (best_isa()) {
-        case MatmulIsa::kAvx512: return softmax_numerators_avx512(p, len, scale);
-        case MatmulIsa::kAvx2: return softmax_numerators_avx2(p, len, scale);
-        default: break;
-    }
-#endif
-    const float mx = *std::max_element(p, p + len);
-    float sum = 0.0f;
-    for (int r = 0; r < len; ++r) sum += (p[r] = std::exp((p[r] - mx) * scale));
-    return sum;
-}
 
 /// A weight matrix (m, k) as the model multiplies it: panels (panel_matmul.hpp) where the CPU has
 /// AVX-512, else as stored, float32 or bfloat16 (widened in registers).
@@ -386,7 +278,8 @@ public:
         // Each node attends to the committed cache plus its ancestors (the tree mask, derived from parents).
         std::vector<std::vector<int>> visible(n);
         for (int i = 0; i < n; ++i) visible[i] = tree.path_to(first + i);
-        if (blocked_attention(n)) build_tree_mask(visible, N);
+        const Attention path = attention_path(n, first);
+        if (path == Attention::kTree || path == Attention::kBlocked) build_tree_mask(visible, N);
         // RoPE angles once per node (position cache_len + depth), shared by every head and layer.
         rope_cs_.resize(nn * hd);
         for (int i = 0; i < n; ++i) {
@@ -421,9 +314,12 @@ public:
                 for (int h = 0; h < H; ++h) detail::rope(q + h * hd, hd, cs);
                 for (int h = 0; h < cfg_.num_key_value_heads; ++h) detail::rope(k + h * hd, hd, cs);
             }
-            if (blocked_attention(n)) attend_blocked(kc, vc, first, N);
-            else if (n == 1 && !opt_.reference) attend_one(kc, vc, visible[0]);
-            else attend(kc, vc, visible);
+            switch (path) {
+                case Attention::kLoop: attend(kc, vc, visible); break;
+                case Attention::kOne: attend_one(kc, vc, visible[0]); break;
+                case Attention::kTree: tree_attention_.run(*opt_.pool, att_.data(), q_.data(), kc, vc, tree_mask_.data(), tree_shape(n, first)); break;
+                case Attention::kBlocked: attend_blocked(kc, vc, first, N); break;
+            }
             linear(xb_.data(), att_.data(), mats_[l].wo, n);
             for (std::size_t j = 0; j < nn * D; ++j) x_[j] += xb_[j];
 
@@ -433,7 +329,7 @@ public:
             for (int i = 0; i < n; ++i) {
                 const float* g = &gate_up_[static_cast<std::size_t>(i) * 2 * Fw];
                 float* h = &hidden_mlp_[static_cast<std::size_t>(i) * Fw];
-                for (int j = 0; j < Fw; ++j) h[j] = g[j] / (1.0f + std::exp(-g[j])) * g[Fw + j];
+                detail::swiglu(h, g, g + Fw, Fw, !opt_.reference);
             }
             linear(xb_.data(), hidden_mlp_.data(), mats_[l].down, n);
             for (std::size_t j = 0; j < nn * D; ++j) x_[j] += xb_[j];
@@ -619,7 +515,21 @@ private:
         }
     }
 
-    bool blocked_attention(int n) const { return !opt_.reference && n >= detail::kBlockedAttentionMinNodes; }
+    /// How a forward of n nodes attends: the reference model loops per (node, head); the fast one
+    /// takes attend_one for a single node, tree_attention (queries in vector lanes, the cache read in
+    /// place) for up to kTreeAttentionMaxRows query rows per kv head where AVX-512 runs, and the
+    /// blocked matrix products beyond (a prefill) or without AVX-512.
+    enum class Attention { kLoop, kOne, kTree, kBlocked };
+    Attention attention_path(int n, int first) const {
+        if (opt_.reference) return Attention::kLoop;
+        if (n == 1) return Attention::kOne;
+        if (detail::tree_attention_available(tree_shape(n, first))) return Attention::kTree;
+        return n >= detail::kBlockedAttentionMinNodes ? Attention::kBlocked : Attention::kLoop;
+    }
+    detail::TreeAttentionShape tree_shape(int n, int first) const {
+        return {.n = n, .first = first, .T = cache_len_, .H = cfg_.num_attention_heads, .Hkv = cfg_.num_key_value_heads,
+                .hd = cfg_.head_dim(), .scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim()))};
+    }
 
     /// tree_mask_ (n, N): row i marks the tree nodes that node first + i sees (its ancestors and
     /// itself). Built once per forward from `visible`; every layer and head reads it.
@@ -747,6 +657,7 @@ private:
     std::vector<float> partials_;           // attend_one: (chunks, H, 2 + hd) max, sum, weighted values
     // Blocked attention (n >= kBlockedAttentionMinNodes), R = T + N key rows, B nodes per block:
     std::vector<std::uint8_t> tree_mask_;   // (n, N) 1 where tree node j is visible to node first + i
+    detail::TreeAttention tree_attention_;  // its work space
     std::vector<float> k_heads_;            // (Hkv, R, hd) keys per kv head
     std::vector<float> vt_heads_;           // (Hkv, hd, R) values per kv head, transposed
     std::vector<float> slots_;              // (threads, 2*G*B*hd + G*B*R + hd*R + G*B) per-task work space

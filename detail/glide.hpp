@@ -506,7 +506,7 @@ private:
         for (int i = 0; i < n; ++i) {
             const float* g = &gate_up_[static_cast<std::size_t>(i) * 2 * Fw];
             float* h = &hidden_mlp_[static_cast<std::size_t>(i) * Fw];
-            for (int j = 0; j < Fw; ++j) h[j] = g[j] / (1.0f + std::exp(-g[j])) * g[Fw + j];
+            detail::swiglu(h, g, g + Fw, Fw, !opt_.reference);
         }
         linear(xb_.data(), hidden_mlp_.data(), mats_[m].down, n);
         add_into_x();

@@ -226,6 +226,35 @@ SPECDEC_TARGET_AVX512 inline float reduce_add16(__m512 v) {
 }
 
 SPECDEC_TARGET_AVX512 inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+
+/// r[c] <- column c of the 16 x 16 block whose rows are r[0..15] (lanes are columns): unpack pairs of
+/// rows, shuffle quads, then exchange 128-bit lanes (64 shuffles). Lanes are moved, not converted, so
+/// it serves any 32-bit data.
+SPECDEC_TARGET_AVX512 inline void transpose16(__m512 (&r)[16]) {
+    __m512 t[16], u[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + c], 128-bit lane L: column 4L + c of rows 4g .. 4g + 3.
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+        u[4 * g] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+        const __m512 w0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        const __m512 z0 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), z1 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        r[c] = _mm512_shuffle_f32x4(w0, z0, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(w1, z1, 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(w0, z0, 0xDD);
+        r[12 + c] = _mm512_shuffle_f32x4(w1, z1, 0xDD);
+    }
+}
 SPECDEC_TARGET_AVX512 inline __m512 load16(const bf16* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -733,5 +762,22 @@ inline void axpy(float* y, float alpha, const float* x, int k) {
 #endif
     for (int p = 0; p < k; ++p) y[p] += alpha * x[p];
 }
+
+namespace detail {
+
+/// Σ x² over n values, in double, as 8 interleaved partial sums: one running sum is a chain of
+/// dependent adds (~1 µs for a 768-float row, and a 16-node tree forward has 400 such rows). The
+/// RMSNorm of the models and of training share it, so both compute the same numbers.
+template <class T>
+double sum_squares(const T* x, int n) {
+    double part[8] = {};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; ++j) part[j] += double(x[i + j]) * x[i + j];
+    for (; i < n; ++i) part[i % 8] += double(x[i]) * x[i];
+    return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+}
+
+}  // namespace detail
 
 }  // namespace specdec

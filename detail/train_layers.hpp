@@ -213,9 +213,7 @@ void rmsnorm_forward(ThreadPool& pool, T* out, T* rstd, const T* x, const T* wei
         for (int r = r0; r < r1; ++r) {
             const T* xr = x + static_cast<std::size_t>(r) * D;
             T* o = out + static_cast<std::size_t>(r) * D;
-            double ss = 0.0;
-            for (int i = 0; i < D; ++i) ss += double(xr[i]) * xr[i];
-            const T inv = T(1) / std::sqrt(static_cast<T>(ss / D) + static_cast<T>(eps));
+            const T inv = T(1) / std::sqrt(static_cast<T>(detail::sum_squares(xr, D) / D) + static_cast<T>(eps));
             rstd[r] = inv;
             for (int i = 0; i < D; ++i) o[i] = xr[i] * inv * weight[i];
         }

@@ -1,6 +1,7 @@
-// The two attention paths of the fast CPU model: the per-(node, head) loop for a few nodes and the
-// blocked matrix-product path for many (CpuModel::attend_blocked), both checked against the
-// plain-loop reference model on trees, prefills and grown trees, with and without GQA.
+// The attention paths of the fast CPU model: one node split over key rows (attend_one), a few nodes
+// with the queries in vector lanes (tree_attention.hpp), and the blocked matrix-product path for
+// many (CpuModel::attend_blocked), all checked against the plain-loop reference model on trees,
+// prefills and grown trees, with and without GQA, on one thread and three.
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -58,9 +59,12 @@ Config config_for(Heads h) {
 
 }  // namespace
 
-TEST_CASE("the blocked attention path matches the plain-loop reference model", "[model][attention][fast]") {
+TEST_CASE("the fast attention paths match the plain-loop reference model", "[model][attention][fast]") {
     const Heads heads = GENERATE(Heads{32, 4, 4}, Heads{32, 4, 2}, Heads{48, 6, 2}, Heads{36, 3, 1}, Heads{128, 2, 1});
-    const int n = GENERATE(detail::kBlockedAttentionMinNodes - 1, detail::kBlockedAttentionMinNodes, 40, 200);
+    // 1: attend_one. 2, 16, 40 (up to 64 query rows per kv head, so 40 only without GQA): the lanes
+    // path where AVX-512 runs, across 1-3 vectors of lanes and head sizes 8, 12 and 64 (partial
+    // blocks of 16); 200 and GQA's 40: the blocked path.
+    const int n = GENERATE(1, 2, 16, 40, 200);
     const int threads = GENERATE(1, 3);
     const Config cfg = config_for(heads);
     // Weights scaled like test_model's (0.3 at width 32) so that the wider shapes are no worse conditioned.
@@ -99,6 +103,26 @@ TEST_CASE("the blocked attention path matches the plain-loop reference model", "
     SECTION("a tree grown from its first nodes: forward(tree, first) reuses their rows") {
         check({2, 7, 1, 8}, random_tree(n + 9, cfg.vocab_size, 5 + n), 9);
     }
+    SECTION("a tree on a long context (key rows in several chunks, merged)") {
+        std::vector<int> prefix(300);
+        for (int i = 0; i < 300; ++i) prefix[i] = (i * 29 + 3) % cfg.vocab_size;
+        check(prefix, random_tree(std::min(n, 150), cfg.vocab_size, 11 + n), 0);
+    }
+}
+
+TEST_CASE("the lanes attention path is taken where the text says", "[model][attention]") {
+    detail::TreeAttentionShape s{.n = 16, .first = 0, .T = 10, .H = 12, .Hkv = 12, .hd = 64};
+    const bool avx512 = detail::best_isa() == detail::MatmulIsa::kAvx512;
+    CHECK(detail::tree_attention_available(s) == avx512);
+    s.n = detail::kTreeAttentionMaxRows;
+    CHECK(detail::tree_attention_available(s) == avx512);
+    s.n = detail::kTreeAttentionMaxRows + 1;
+    CHECK_FALSE(detail::tree_attention_available(s));
+    s.n = 32, s.Hkv = 4;  // 3 query heads per kv head: 96 rows
+    CHECK_FALSE(detail::tree_attention_available(s));
+    CHECK(s.lanes() == 96);
+    s.n = 5;
+    CHECK(s.lanes() == 16);
 }
 
 TEST_CASE("softmax numerators follow std::exp and give masked keys exactly zero", "[model][attention]") {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -341,6 +342,35 @@ TEST_CASE("with x rounded to bf16, the panel product matches the reference over 
             CHECK(worst_error_ratio(y, ref, bounds) <= 1.0);
         }
     }
+}
+
+TEST_CASE("packing x for the panel product copies, rounds and pairs like to_bf16, bit for bit", "[matmul][panels]") {
+    using specdec::detail::PackX;
+    const int k = GENERATE(1, 2, 15, 16, 31, 32, 33, 64, 65, 100);
+    const int mr = GENERATE(1, 2, 5, 8, 9);
+    const PackX how = GENERATE(PackX::kCopy, PackX::kRound, PackX::kPairs);
+    const int kp = how == PackX::kPairs ? (k + 1) / 2 * 2 : k + 3;  // float units past k: zero padding
+    // Rounding's hard cases among ordinary values: ties to even both ways, a carry into the exponent,
+    // the largest finite floats, infinities, a signalling NaN (kept NaN, made quiet), subnormals.
+    const std::uint32_t special[] = {0x3F808000u, 0x3F818000u, 0x3FFFFFFFu, 0x7F7FFFFFu, 0xFF7FFFFFu, 0x7F800000u,
+                                     0xFF800000u, 0x7F800001u, 0x00000001u, 0x80400000u, 0x3F80FFFFu, 0x00000000u};
+    std::vector<float> x = random_floats(std::size_t(mr) * k, static_cast<std::uint32_t>(k * 100 + mr));
+    for (std::size_t i = 0; i < x.size(); i += 3) x[i] = std::bit_cast<float>(special[(i / 3) % std::size(special)]);
+    const std::size_t units = how == PackX::kPairs ? std::size_t(kp) / 2 : std::size_t(kp);
+    std::vector<float> got(units * mr, 12345.0f);
+    specdec::detail::pack_x_tile(got.data(), x.data(), k, kp, mr, how);
+    const auto bits = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+    const auto bf = [](float f) { return std::uint32_t{specdec::to_bf16(f).bits}; };
+    for (int r = 0; r < mr; ++r)
+        for (std::size_t u = 0; u < units; ++u) {
+            const auto at = [&](std::size_t p) { return p < std::size_t(k) ? x[std::size_t(r) * k + p] : 0.0f; };
+            std::uint32_t want = 0;
+            if (how == PackX::kPairs) want = bf(at(2 * u)) | bf(at(2 * u + 1)) << 16;
+            else if (how == PackX::kRound) want = bits(specdec::to_float(specdec::to_bf16(at(u))));
+            else want = bits(at(u));
+            INFO("k=" << k << " mr=" << mr << " row " << r << " unit " << u);
+            REQUIRE(bits(got[u * mr + r]) == want);
+        }
 }
 
 TEST_CASE("panels hold every weight once, where index() says, and zeros in the padding", "[matmul][panels]") {
