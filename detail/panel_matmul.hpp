@@ -366,16 +366,20 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         const std::size_t at = static_cast<std::size_t>(i0) * (pairs ? kp / 2 : kp);  // where the kernels read it
         detail::pack_x_tile(xp + at, x + static_cast<std::size_t>(i0) * k, k, kp, tiles.rows(t), packing);
     }
-    // Tasks are runs of whole groups. The first x tile streams a group's W from memory; the later
-    // tiles find it in L2 and are compute-bound, so they pull the task's next group towards L2 while
-    // they work, each a share (a lone tile, bound by memory anyway, prefetches all of it). Measured
-    // on the ~110M shape, 2 threads: f32 n = 32 19.7 -> 17.3 ms, n = 1 5.7 -> 5.4 ms. With two tiles
-    // the second alone is too short to pull a whole group at one core's bandwidth (the more so on
-    // vdpbf16ps, which halves its compute), so both take a half: n = 16 5-15% faster, bf16 and f32
-    // (alternating runs of one driver); with four tiles the first joining was slower (n = 32, +15%). Blocking k so that all tiles meet a block of
-    // W in L1 was slower at every block size tried (64..256).
+    // One task per thread, each a run of whole groups: the task's W is one stream, and every group
+    // but the last pulls the next towards L2 while it works. The first x tile streams a group's W
+    // from memory; the later tiles find it in L2 and are compute-bound, so they prefetch the next
+    // group, each a share (a lone tile, bound by memory anyway, prefetches all of it). With two
+    // tiles the second alone is too short to pull a whole group at one core's bandwidth (the more
+    // so on vdpbf16ps, which halves its compute), so both take a half; with four tiles the first
+    // joining was slower (n = 32, +15%). Measured on the ~110M shape's products, 2 threads,
+    // alternating runs: prefetching at all, f32 n = 32 19.7 -> 17.3 ms; the halves with two tiles,
+    // n = 16 5-15% faster; one task per thread instead of four (no first group without its
+    // prefetch), bf16 n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms. Blocking k so that all tiles
+    // meet a block of W in L1 was slower at every block size tried (64..256).
     const int groups = W.groups();
-    const int chunk = (detail::rows_chunk(n, k, m, pool.size(), kPanelGroupRows) + kPanelGroupRows - 1) / kPanelGroupRows;
+    const int parts = detail::rows_chunk(n, k, m, pool.size(), kPanelGroupRows) >= m ? 1 : pool.size();
+    const int chunk = (groups + parts - 1) / parts;
     const int tasks = (groups + chunk - 1) / chunk;
     pool.parallel_for(tasks, [&](int task) {
         const int g_end = std::min(groups, (task + 1) * chunk);
