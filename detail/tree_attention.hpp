@@ -161,6 +161,34 @@ SPECDEC_TARGET_AVX512 inline void tree_merge(float* o, const float* part, std::s
     for (int d = 0; d < hd; ++d) _mm512_storeu_ps(o + 16 * d, _mm512_mul_ps(inv, _mm512_loadu_ps(o + 16 * d)));
 }
 
+/// Row-major rows (one per lane, `rows` of them, row(r) giving each) and the transposed (hd, 16 lanes)
+/// block layout of the kernels above, converted by 16 x 16 register transposes. The mask cuts hd's
+/// last partial block of 16; lanes past `rows` read as zero and are not written.
+template <class RowOf>
+SPECDEC_TARGET_AVX512 inline void lanes_from_rows(float* t, int ldt, RowOf&& row, int rows, int hd) {
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+        const int left = std::min(16, hd - d0);
+        const auto dmask = static_cast<__mmask16>((1u << left) - 1u);
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) v[r] = r < rows ? _mm512_maskz_loadu_ps(dmask, row(r) + d0) : _mm512_setzero_ps();
+        transpose16(v);
+        for (int j = 0; j < left; ++j) _mm512_storeu_ps(t + static_cast<std::ptrdiff_t>(d0 + j) * ldt, v[j]);
+    }
+}
+template <class RowOf>
+SPECDEC_TARGET_AVX512 inline void rows_from_lanes(RowOf&& row, int rows, const float* t, int ldt, int hd) {
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+        const int left = std::min(16, hd - d0);
+        const auto dmask = static_cast<__mmask16>((1u << left) - 1u);
+        __m512 v[16];
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) v[j] = j < left ? _mm512_loadu_ps(t + static_cast<std::ptrdiff_t>(d0 + j) * ldt) : _mm512_setzero_ps();
+        transpose16(v);
+        for (int r = 0; r < rows; ++r) _mm512_mask_storeu_ps(row(r) + d0, dmask, v[r]);
+    }
+}
+
 #pragma GCC diagnostic pop
 #endif  // __x86_64__
 
@@ -190,16 +218,17 @@ public:
                     visible_[static_cast<std::size_t>(j) * nv + lane / 16] |= static_cast<__mmask16>(1u << (lane % 16));
         partials_.resize(static_cast<std::size_t>(n_chunks) * s.Hkv * part);
 
+        // Lane `lane` of kv head kvh (node lane / G, query head kvh * G + lane % G) as a row of q or att.
+        const auto row_of = [&](auto* base, int kvh, int lane) {
+            return base + static_cast<std::size_t>(lane / G) * qd + static_cast<std::size_t>(kvh * G + lane % G) * s.hd;
+        };
         // att rows of kv head kvh's query heads: the chunks merged per lane (flash-decoding), divided
         // by the softmax sums and transposed back to (node, head, hd).
         const auto finish = [&](int kvh) {
             float* o = thread_scratch(2, static_cast<std::size_t>(s.hd) * 16);  // (hd, 16 lanes)
             for (int w = 0; w < nv; ++w) {
                 tree_merge(o, &partials_[static_cast<std::size_t>(kvh) * part], s.Hkv * part, n_chunks, L, s.hd, 16 * w, s.scale);
-                for (int lane = 16 * w; lane < std::min(G * s.n, 16 * w + 16); ++lane) {
-                    float* out = att + static_cast<std::size_t>(lane / G) * qd + static_cast<std::size_t>(kvh * G + lane % G) * s.hd;
-                    for (int d = 0; d < s.hd; ++d) out[d] = o[d * 16 + lane % 16];
-                }
+                rows_from_lanes([&](int r) { return row_of(att, kvh, 16 * w + r); }, std::min(16, G * s.n - 16 * w), o, 16, s.hd);
             }
         };
         pool.parallel_for(n_chunks * s.Hkv, [&](int task) {
@@ -213,11 +242,8 @@ public:
             const float* k = kc + static_cast<std::size_t>(r0) * kvd + static_cast<std::size_t>(kvh) * s.hd;
             const float* v = vc + static_cast<std::size_t>(r0) * kvd + static_cast<std::size_t>(kvh) * s.hd;
             // The head group's queries, lane = node * G + g; padding lanes are zero.
-            for (int d = 0; d < s.hd; ++d) std::fill_n(qh + static_cast<std::size_t>(d) * L + G * s.n, L - G * s.n, 0.0f);
-            for (int lane = 0; lane < G * s.n; ++lane) {
-                const float* src = q + static_cast<std::size_t>(lane / G) * qd + static_cast<std::size_t>(kvh * G + lane % G) * s.hd;
-                for (int d = 0; d < s.hd; ++d) qh[static_cast<std::size_t>(d) * L + lane] = src[d];
-            }
+            for (int w = 0; w < nv; ++w)
+                lanes_from_rows(qh + 16 * w, L, [&](int r) { return row_of(q, kvh, 16 * w + r); }, std::min(16, G * s.n - 16 * w), s.hd);
             // Key and value rows are ldk apart, which defeats the hardware prefetcher, and after a
             // forward's weights have streamed through they come from memory: each block of scores
             // pulls the keys two blocks ahead to L1 and its own rows' values to L2.
