@@ -45,9 +45,10 @@ inline void rope(float* head, int head_dim, const float* cs) {
     }
 }
 
-/// From this many query nodes on, the fast model computes attention as matrix products
-/// (CpuModel::attend_blocked); a single node takes CpuModel::attend_one (split over key rows). The
-/// per-(node, head) loop (CpuModel::attend) is the reference model's. Measured in isolation (1 thread,
+/// Without AVX-512 (where tree_attention.hpp does all of it), from this many query nodes on the fast
+/// model computes attention as matrix products (CpuModel::attend_blocked); a single node takes
+/// CpuModel::attend_one (split over key rows). The per-(node, head) loop (CpuModel::attend) is the
+/// reference model's. Measured in isolation (1 thread,
 /// hd 64, 12 heads, Zen 5, T = 256 and 1000) the loop beat the blocked path below n = 3, but inside
 /// the ~110M model, where each forward's weights have pushed the cache out of L2, the blocked path is
 /// faster from n = 2 (2 threads, bf16, T = 256: 7.2 -> 5.9 ms).
@@ -278,7 +279,7 @@ public:
         // Each node attends to the committed cache plus its ancestors (the tree mask, derived from parents).
         std::vector<std::vector<int>> visible(n);
         for (int i = 0; i < n; ++i) visible[i] = tree.path_to(first + i);
-        const Attention path = attention_path(n, first);
+        const Attention path = attention_path(n);
         if (path == Attention::kTree || path == Attention::kBlocked) build_tree_mask(visible, N);
         // RoPE angles once per node (position cache_len + depth), shared by every head and layer.
         rope_cs_.resize(nn * hd);
@@ -516,14 +517,14 @@ private:
     }
 
     /// How a forward of n nodes attends: the reference model loops per (node, head); the fast one
-    /// takes attend_one for a single node, tree_attention (queries in vector lanes, the cache read in
-    /// place) for up to kTreeAttentionMaxRows query rows per kv head where AVX-512 runs, and the
-    /// blocked matrix products beyond (a prefill) or without AVX-512.
+    /// takes tree_attention where AVX-512 runs (queries in vector lanes, the cache read in place, every
+    /// node's result bit-identical to its decode step's), else attend_one for a single node and the
+    /// blocked matrix products for more.
     enum class Attention { kLoop, kOne, kTree, kBlocked };
-    Attention attention_path(int n, int first) const {
+    Attention attention_path(int n) const {
         if (opt_.reference) return Attention::kLoop;
+        if (detail::tree_attention_available()) return Attention::kTree;
         if (n == 1) return Attention::kOne;
-        if (detail::tree_attention_available(tree_shape(n, first))) return Attention::kTree;
         return n >= detail::kBlockedAttentionMinNodes ? Attention::kBlocked : Attention::kLoop;
     }
     detail::TreeAttentionShape tree_shape(int n, int first) const {

@@ -181,12 +181,14 @@ SPECDEC_TARGET_AVX512_BF16 inline void panel_step(__m512 (&acc)[MR][NV], const X
 
 /// y rows [0, MR) x columns [j0, j0 + valid) of one group (NV vectors wide) over its kc k steps: xp
 /// is the tile's packed x ([kc][MR]), Wg the group. Meanwhile [pf, pf_end) is prefetched to L2, a
-/// little per step. With few accumulators (MR·NV < 8) the FMA latency (4 cycles) would bound the
-/// loop, so U sets of accumulators take alternate k steps and are summed at the end.
+/// little per step. Each output is one chain of FMAs in k order whatever the tile height, so a row
+/// of y is bit-identical whether x has 1 row or 64 — what lets a verified tree's logits equal plain
+/// decoding's (tree_attention.hpp). (Alternate k steps into two sets of accumulators, summed at the
+/// end, once hid the FMA latency for 1-2 rows; a single row streams W from memory anyway.)
 template <int MR, int NV, class WT, class XT>
 SPECDEC_TARGET_AVX512_BF16 void panel_tile(float* y, int ldy, const XT* xp, const WT* Wg, int kc, int valid,
                                            const char* pf, const char* pf_end) {
-    constexpr int U = MR * NV >= 8 ? 1 : MR * NV >= 4 ? 2 : 4;
+    constexpr int U = 1;
     constexpr int S = PanelMatrix<WT>::kStep;
     __m512 acc[U][MR][NV];
 #pragma GCC unroll 4

@@ -1,5 +1,5 @@
-// specdec/detail/tree_attention.hpp — attention of a few tree nodes over the KV cache, read in place:
-// the CPU model's fast path for verifying a tree (2..64 query rows per kv head).
+// specdec/detail/tree_attention.hpp — the CPU model's attention over the KV cache, read in place,
+// for any number of tree nodes, with every node's result bit-identical to its own decode step's.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -19,16 +19,19 @@
 // the attention took ~3 ms of a 20 ms (f32) forward. Here the queries are the vector lanes instead:
 // a key row is read once from the cache, one element at a time broadcast against 16 queries, so any
 // number of keys, any head size and the cache's row stride cost nothing extra, and the softmax runs
-// down the lanes (16 queries at once) with no transposes. The key rows are split into chunks merged
-// as in flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023), so that a
-// model with few kv heads still gives every thread work.
+// down the lanes (16 queries at once) with no transposes.
+//
+// Why bit-identical. Greedy speculative decoding is lossless only if the target's argmax for a node
+// of a verified tree is the one plain decoding computes, and near-ties make "equal up to rounding"
+// not enough (the demo's greedy output differed from plain decoding on 1 of 8 prompts). So each
+// query's arithmetic here is fixed whatever else is in the forward: its score with each key row is
+// two FMA chains over d (even, odd) then their sum; one max over all rows (exact); exp16 of the same
+// differences; the sum of numerators and the weighted values accumulated in key-row order, masked rows
+// adding exact zeros (so a tree's interleaved siblings change nothing); one division. No split of
+// the key rows into chunks (a merge would round differently for different splits), and a single
+// query (a decode step) runs the same operations with the key rows in the lanes instead.
 
 namespace specdec::detail {
-
-/// Query rows per kv head (nodes x the heads of a GQA group) up to which the fast model takes
-/// tree_attention; from there on the blocked matrix-product attention, which a prefill needs anyway
-/// (it skips the masked upper triangle block by block).
-constexpr int kTreeAttentionMaxRows = 64;
 
 /// What tree_attention computes: the queries of tree nodes first..first+n-1 (rows of q, (n, H*hd),
 /// RoPE applied), attending to the T committed cache rows and to the tree rows their mask shows.
@@ -43,12 +46,11 @@ struct TreeAttentionShape {
     int lanes() const { return (group() * n + 15) / 16 * 16; }  // query rows per kv head, padded
 };
 
-/// Whether this CPU and shape take tree_attention (AVX-512, at most kTreeAttentionMaxRows rows).
-inline bool tree_attention_available(const TreeAttentionShape& s) {
+/// Whether this CPU runs tree_attention (AVX-512).
+inline bool tree_attention_available() {
 #if defined(__x86_64__)
-    return best_isa() == MatmulIsa::kAvx512 && s.n >= 1 && s.group() * s.n <= kTreeAttentionMaxRows;
+    return best_isa() == MatmulIsa::kAvx512;
 #else
-    (void)s;
     return false;
 #endif
 }
@@ -139,26 +141,74 @@ SPECDEC_TARGET_AVX512 inline void tree_softmax(float* s, int lds, int rows, floa
     _mm512_storeu_ps(sum_out, sum);
 }
 
-/// 16 lanes of one kv head's partials over n_chunks chunks (chunk c's at part + c * stride: max (L),
-/// sum (L), values (hd, L); lanes from w16) merged as in flash-decoding: o (hd, 16) = sum_c e_c ot_c /
-/// sum_c e_c l_c with e_c = exp(scale (m_c - max m)). A chunk whose max is -inf (no key it holds is
-/// visible to the lane) weighs 0.
-SPECDEC_TARGET_AVX512 inline void tree_merge(float* o, const float* part, std::size_t stride, int n_chunks, int L, int hd,
-                                            int w16, float scale) {
-    __m512 M = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
-    for (int c = 0; c < n_chunks; ++c) M = _mm512_max_ps(M, _mm512_loadu_ps(part + c * stride + w16));
-    for (int c = 0; c < n_chunks; ++c) {
-        const float* pc = part + c * stride;
-        const __m512 e = exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(pc + w16), M), _mm512_set1_ps(scale)));
-        sum = _mm512_fmadd_ps(e, _mm512_loadu_ps(pc + L + w16), sum);
-        const float* ot = pc + 2 * L + w16;
-        for (int d = 0; d < hd; ++d) {
-            const __m512 t = _mm512_mul_ps(e, _mm512_loadu_ps(ot + static_cast<std::ptrdiff_t>(d) * L));
-            _mm512_storeu_ps(o + 16 * d, c == 0 ? t : _mm512_add_ps(t, _mm512_loadu_ps(o + 16 * d)));
+/// ot (hd, 16 lanes) divided by each lane's softmax sum (one IEEE division per lane, then products).
+SPECDEC_TARGET_AVX512 inline void tree_normalize(float* ot, int hd, const float* sum) {
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_loadu_ps(sum));
+    for (int d = 0; d < hd; ++d) _mm512_storeu_ps(ot + 16 * d, _mm512_mul_ps(inv, _mm512_loadu_ps(ot + 16 * d)));
+}
+
+/// A single query against `rows` key rows with the rows in the lanes instead: out (hd) =
+/// softmax(q·kᵀ·scale)·v with, per key row, the very operations and order that tree_scores,
+/// tree_softmax, tree_values and tree_normalize apply to each lane (see the top of this file), so a
+/// decode step's result is bit-identical to the same node's in a verified tree. Key and value row r
+/// at k + r*ld and v + r*ld; seen(r) false masks row r. sc: work space of rows rounded up to 16.
+template <class Seen>
+SPECDEC_TARGET_AVX512 void single_query(float* out, const float* q, const float* k, const float* v, std::ptrdiff_t ld,
+                                        int rows, int hd, float scale, float* sc, Seen&& seen) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 mx = ninf;
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        const int nr = std::min(16, rows - r0);
+        __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // even and odd d, as in tree_scores
+        for (int d0 = 0; d0 < hd; d0 += 16) {
+            const int left = std::min(16, hd - d0);
+            const auto dmask = static_cast<__mmask16>((1u << left) - 1u);
+            __m512 kt[16];
+#pragma GCC unroll 16
+            for (int j = 0; j < 16; ++j)
+                kt[j] = j < nr ? _mm512_maskz_loadu_ps(dmask, k + (r0 + j) * ld + d0) : _mm512_setzero_ps();
+            transpose16(kt);  // kt[e]: element d0 + e of rows r0 .. r0 + 15
+            if (left == 16) {
+#pragma GCC unroll 16
+                for (int e = 0; e < 16; ++e) acc[e % 2] = _mm512_fmadd_ps(kt[e], _mm512_set1_ps(q[d0 + e]), acc[e % 2]);
+            } else {
+                for (int e = 0; e < left; ++e) acc[e % 2] = _mm512_fmadd_ps(kt[e], _mm512_set1_ps(q[d0 + e]), acc[e % 2]);
+            }
         }
+        __mmask16 visible = 0;
+        for (int j = 0; j < nr; ++j)
+            if (seen(r0 + j)) visible = static_cast<__mmask16>(visible | (1u << j));
+        const __m512 s = _mm512_mask_blend_ps(visible, ninf, _mm512_add_ps(acc[0], acc[1]));
+        _mm512_storeu_ps(sc + r0, s);
+        mx = _mm512_max_ps(mx, s);
     }
-    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
-    for (int d = 0; d < hd; ++d) _mm512_storeu_ps(o + 16 * d, _mm512_mul_ps(inv, _mm512_loadu_ps(o + 16 * d)));
+    const float m = _mm512_reduce_max_ps(mx);
+    const __m512 shift = _mm512_set1_ps(m == -INFINITY ? 0.0f : m), scv = _mm512_set1_ps(scale);
+    float sum = 0.0f;  // in key-row order, as the lanes' running sums
+    for (int r0 = 0; r0 < rows; r0 += 16) {
+        _mm512_storeu_ps(sc + r0, exp16(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(sc + r0), shift), scv)));
+        for (int j = 0; j < std::min(16, rows - r0); ++j) sum += sc[r0 + j];
+    }
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_set1_ps(sum));
+    for (int d0 = 0; d0 < hd; d0 += 64) {  // up to 4 vectors of hd at a time
+        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+        const int vectors = std::min(4, (hd - d0 + 15) / 16);
+        const auto dmask = [&](int e) {
+            const int left = std::min(16, hd - d0 - 16 * e);
+            return static_cast<__mmask16>((1u << left) - 1u);
+        };
+        for (int r = 0; r < rows; ++r) {
+            const __m512 p = _mm512_set1_ps(sc[r]);
+            const float* vr = v + r * ld + d0;
+            _mm_prefetch(reinterpret_cast<const char*>(vr + 8 * ld), _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; ++e)
+                if (e < vectors) acc[e] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(dmask(e), vr + 16 * e), p, acc[e]);
+        }
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; ++e)
+            if (e < vectors) _mm512_mask_storeu_ps(out + d0 + 16 * e, dmask(e), _mm512_mul_ps(inv, acc[e]));
+    }
 }
 
 /// Row-major rows (one per lane, `rows` of them, row(r) giving each) and the transposed (hd, 16 lanes)
@@ -192,103 +242,87 @@ SPECDEC_TARGET_AVX512 inline void rows_from_lanes(RowOf&& row, int rows, const f
 #pragma GCC diagnostic pop
 #endif  // __x86_64__
 
-/// The attention itself, with its work space (reused across calls). Needs tree_attention_available.
+/// The attention itself, with its work space (reused across calls). Needs tree_attention_available().
 class TreeAttention {
 public:
     /// att (n, H*hd) = softmax(q·kᵀ·scale)·v per node and head; `mask` (n, N): 1 where node first + i
     /// sees tree node j (its ancestors and itself). Differs from the per-(node, head) loop only by
-    /// float32 summation order and exp16's few ulp.
+    /// float32 summation order and exp16's few ulp; a node's result does not depend on the other
+    /// nodes of the forward, on the tree's layout, or on the number of threads.
     void run(ThreadPool& pool, float* att, const float* q, const float* kc, const float* vc, const std::uint8_t* mask,
              const TreeAttentionShape& s) {
 #if defined(__x86_64__)
         const int G = s.group(), L = s.lanes(), nv = L / 16, kvd = s.Hkv * s.hd, qd = s.H * s.hd;
         const int R = s.rows(), N = s.N();
-        // Chunks of key rows: enough tasks (kv heads x chunks) for every thread, and a chunk's
-        // scores (rows x lanes) small enough to stay in L2. A single chunk is finished in its task:
-        // a second pass would read every partial back from the core that wrote it.
-        const int n_chunks = std::clamp(std::max((2 * pool.size() + s.Hkv - 1) / s.Hkv, R * L / 65536 + 1), 1, R);
-        const int chunk = (R + n_chunks - 1) / n_chunks;
-        const std::size_t part = static_cast<std::size_t>(2 + s.hd) * L;  // per (chunk, kv head): max, sum, values
-
+        const std::size_t R16 = static_cast<std::size_t>(R + 15) / 16 * 16;
+        const auto seen_by = [&](int i, int r) { return r < s.T || mask[static_cast<std::size_t>(i) * N + (r - s.T)] != 0; };
+        if (s.n == 1) {  // a decode step (or one node added to a tree): one task per query head
+            pool.parallel_for(s.H, [&](int h) {
+                const std::size_t kv_at = static_cast<std::size_t>(h / G) * s.hd;
+                single_query(att + static_cast<std::size_t>(h) * s.hd, q + static_cast<std::size_t>(h) * s.hd, kc + kv_at,
+                             vc + kv_at, kvd, R, s.hd, s.scale, thread_scratch(1, R16), [&](int r) { return seen_by(0, r); });
+            });
+            return;
+        }
         // Which lanes see tree row j, per vector of 16 lanes: (N, nv).
         visible_.assign(static_cast<std::size_t>(N) * nv, 0);
         for (int j = 0; j < N; ++j)
             for (int lane = 0; lane < G * s.n; ++lane)
-                if (mask[static_cast<std::size_t>(lane / G) * N + j])
+                if (seen_by(lane / G, s.T + j))
                     visible_[static_cast<std::size_t>(j) * nv + lane / 16] |= static_cast<__mmask16>(1u << (lane % 16));
-        partials_.resize(static_cast<std::size_t>(n_chunks) * s.Hkv * part);
-
         // Lane `lane` of kv head kvh (node lane / G, query head kvh * G + lane % G) as a row of q or att.
         const auto row_of = [&](auto* base, int kvh, int lane) {
             return base + static_cast<std::size_t>(lane / G) * qd + static_cast<std::size_t>(kvh * G + lane % G) * s.hd;
         };
-        // att rows of kv head kvh's query heads: the chunks merged per lane (flash-decoding), divided
-        // by the softmax sums and transposed back to (node, head, hd).
-        const auto finish = [&](int kvh) {
-            float* o = thread_scratch(2, static_cast<std::size_t>(s.hd) * 16);  // (hd, 16 lanes)
-            for (int w = 0; w < nv; ++w) {
-                tree_merge(o, &partials_[static_cast<std::size_t>(kvh) * part], s.Hkv * part, n_chunks, L, s.hd, 16 * w, s.scale);
-                rows_from_lanes([&](int r) { return row_of(att, kvh, 16 * w + r); }, std::min(16, G * s.n - 16 * w), o, 16, s.hd);
-            }
-        };
-        pool.parallel_for(n_chunks * s.Hkv, [&](int task) {
-            const int c = task / s.Hkv, kvh = task % s.Hkv;  // neighbouring tasks: neighbouring heads of one row
-            const int r0 = c * chunk, rows = std::min(R, r0 + chunk) - r0;
-            float* part_max = &partials_[(static_cast<std::size_t>(c) * s.Hkv + kvh) * part];
-            float* part_sum = part_max + L;
-            float* part_out = part_sum + L;  // (hd, L)
-            float* qh = thread_scratch(1, static_cast<std::size_t>(s.hd + chunk) * L);  // (hd, L) queries, transposed
-            float* sc = qh + static_cast<std::size_t>(s.hd) * L;                      // (rows, L) scores
-            const float* k = kc + static_cast<std::size_t>(r0) * kvd + static_cast<std::size_t>(kvh) * s.hd;
-            const float* v = vc + static_cast<std::size_t>(r0) * kvd + static_cast<std::size_t>(kvh) * s.hd;
-            // The head group's queries, lane = node * G + g; padding lanes are zero.
-            for (int w = 0; w < nv; ++w)
-                lanes_from_rows(qh + 16 * w, L, [&](int r) { return row_of(q, kvh, 16 * w + r); }, std::min(16, G * s.n - 16 * w), s.hd);
-            // Key and value rows are ldk apart, which defeats the hardware prefetcher, and after a
+
+        // One task per (kv head, vector of 16 lanes); neighbouring tasks take neighbouring heads, so
+        // the threads read neighbouring parts of the same cache rows.
+        pool.parallel_for(s.Hkv * nv, [&](int task) {
+            const int w = task / s.Hkv, kvh = task % s.Hkv, lanes = std::min(16, G * s.n - 16 * w);
+            float* qh = thread_scratch(1, static_cast<std::size_t>(2 * s.hd + 2) * 16 + R16 * 16);
+            float* ot = qh + static_cast<std::size_t>(s.hd) * 16;  // (hd, 16) weighted values, transposed
+            float* mx = ot + static_cast<std::size_t>(s.hd) * 16;  // (16) max score per lane
+            float* sum = mx + 16;                                   // (16) sum of numerators per lane
+            float* sc = sum + 16;                                   // (R, 16) scores, then numerators
+            const float* k = kc + static_cast<std::size_t>(kvh) * s.hd;
+            const float* v = vc + static_cast<std::size_t>(kvh) * s.hd;
+            lanes_from_rows(qh, 16, [&](int r) { return row_of(q, kvh, 16 * w + r); }, lanes, s.hd);
+
+            // Key and value rows are kvd apart, which defeats the hardware prefetcher, and after a
             // forward's weights have streamed through they come from memory: each block of scores
             // pulls the keys two blocks ahead to L1 and its own rows' values to L2.
             const auto prefetch = [&](const float* rows_at, int r_begin, int r_end, int hint) {
-                for (int r = r_begin; r < std::min(r_end, rows); ++r)
+                for (int r = r_begin; r < std::min(r_end, R); ++r)
                     for (int d = 0; d < s.hd; d += 16) {
                         const char* line = reinterpret_cast<const char*>(rows_at + static_cast<std::size_t>(r) * kvd + d);
                         if (hint == 0) _mm_prefetch(line, _MM_HINT_T0);
                         else _mm_prefetch(line, _MM_HINT_T1);
                     }
             };
+            const auto lanes_of = [&](int r) {
+                return r < s.T ? __mmask16(0xFFFF) : visible_[static_cast<std::size_t>(r - s.T) * nv + w];
+            };
+            const auto row = [&](int r) { return k + static_cast<std::size_t>(r) * kvd; };
             prefetch(k, 0, 16, 0);
-
-            // Scores, 8 key rows at a time (8 accumulators hide the FMA latency), then per vector of
-            // 16 lanes its softmax numerators and weighted values (hd, 16), transposed.
             __mmask16 vis[8];
-            for (int w = 0; w < nv; ++w) {
-                const auto lanes_of = [&](int r) {  // key row r0 + r
-                    const int j = r0 + r - s.T;
-                    return j < 0 ? __mmask16(0xFFFF) : visible_[static_cast<std::size_t>(j) * nv + w];
-                };
-                const auto row = [&](int r) { return k + static_cast<std::size_t>(r) * kvd; };
-                int r = 0;
-                for (; r + 8 <= rows; r += 8) {
-                    if (w == 0) {
-                        prefetch(k, r + 16, r + 24, 0);
-                        prefetch(v, r, r + 8, 1);
-                    }
-                    for (int j = 0; j < 8; ++j) vis[j] = lanes_of(r + j);
-                    tree_scores<8>(sc + static_cast<std::size_t>(r) * L + 16 * w, L, qh + 16 * w, L, row(r), kvd, s.hd, vis);
-                }
-                if (w == 0) prefetch(v, r, rows, 1);
-                for (; r < rows; ++r) {
-                    vis[0] = lanes_of(r);
-                    tree_scores<1>(sc + static_cast<std::size_t>(r) * L + 16 * w, L, qh + 16 * w, L, row(r), kvd, s.hd, vis);
-                }
-                tree_softmax(sc + 16 * w, L, rows, s.scale, part_max + 16 * w, part_sum + 16 * w);
-                for (int d0 = 0; d0 < s.hd; d0 += 16)
-                    tree_values_dispatch(std::min(16, s.hd - d0), part_out + static_cast<std::size_t>(d0) * L + 16 * w, L,
-                                         sc + 16 * w, L, v + d0, kvd, rows);
+            int r = 0;
+            for (; r + 8 <= R; r += 8) {  // 8 key rows at a time: 16 accumulators hide the FMA latency
+                prefetch(k, r + 16, r + 24, 0);
+                prefetch(v, r, r + 8, 1);
+                for (int j = 0; j < 8; ++j) vis[j] = lanes_of(r + j);
+                tree_scores<8>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis);
             }
-            if (n_chunks == 1) finish(kvh);
+            prefetch(v, r, R, 1);
+            for (; r < R; ++r) {
+                vis[0] = lanes_of(r);
+                tree_scores<1>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis);
+            }
+            tree_softmax(sc, 16, R, s.scale, mx, sum);
+            for (int d0 = 0; d0 < s.hd; d0 += 16)
+                tree_values_dispatch(std::min(16, s.hd - d0), ot + static_cast<std::size_t>(d0) * 16, 16, sc, 16, v + d0, kvd, R);
+            tree_normalize(ot, s.hd, sum);
+            rows_from_lanes([&](int lane) { return row_of(att, kvh, 16 * w + lane); }, lanes, ot, 16, s.hd);
         });
-
-        if (n_chunks > 1) pool.parallel_for(s.Hkv, finish);
 #else
         (void)pool, (void)att, (void)q, (void)kc, (void)vc, (void)mask, (void)s;
 #endif
@@ -296,7 +330,6 @@ public:
 
 private:
     std::vector<std::uint16_t> visible_;   // (N, L / 16) lanes that see tree row j
-    std::vector<float> partials_;          // (chunks, Hkv, 2 + hd, L): max, sum, weighted values (hd, L)
 };
 
 }  // namespace specdec::detail

@@ -2,6 +2,7 @@
 // with the queries in vector lanes (tree_attention.hpp), and the blocked matrix-product path for
 // many (CpuModel::attend_blocked), all checked against the plain-loop reference model on trees,
 // prefills and grown trees, with and without GQA, on one thread and three.
+#include <bit>
 #include <cmath>
 #include <iomanip>
 #include <limits>
@@ -61,9 +62,9 @@ Config config_for(Heads h) {
 
 TEST_CASE("the fast attention paths match the plain-loop reference model", "[model][attention][fast]") {
     const Heads heads = GENERATE(Heads{32, 4, 4}, Heads{32, 4, 2}, Heads{48, 6, 2}, Heads{36, 3, 1}, Heads{128, 2, 1});
-    // 1: attend_one. 2, 16, 40 (up to 64 query rows per kv head, so 40 only without GQA): the lanes
-    // path where AVX-512 runs, across 1-3 vectors of lanes and head sizes 8, 12 and 64 (partial
-    // blocks of 16); 200 and GQA's 40: the blocked path.
+    // Where AVX-512 runs every n takes tree_attention: 1 (key rows in the lanes), and 2..200 (queries
+    // in the lanes: 1-38 vectors of them, head sizes 8, 12 and 64, partial blocks of 16); elsewhere
+    // attend_one for 1 and the blocked matrix products from 2.
     const int n = GENERATE(1, 2, 16, 40, 200);
     const int threads = GENERATE(1, 3);
     const Config cfg = config_for(heads);
@@ -110,19 +111,44 @@ TEST_CASE("the fast attention paths match the plain-loop reference model", "[mod
     }
 }
 
-TEST_CASE("the lanes attention path is taken where the text says", "[model][attention]") {
-    detail::TreeAttentionShape s{.n = 16, .first = 0, .T = 10, .H = 12, .Hkv = 12, .hd = 64};
-    const bool avx512 = detail::best_isa() == detail::MatmulIsa::kAvx512;
-    CHECK(detail::tree_attention_available(s) == avx512);
-    s.n = detail::kTreeAttentionMaxRows;
-    CHECK(detail::tree_attention_available(s) == avx512);
-    s.n = detail::kTreeAttentionMaxRows + 1;
-    CHECK_FALSE(detail::tree_attention_available(s));
-    s.n = 32, s.Hkv = 4;  // 3 query heads per kv head: 96 rows
-    CHECK_FALSE(detail::tree_attention_available(s));
-    CHECK(s.lanes() == 96);
-    s.n = 5;
-    CHECK(s.lanes() == 16);
+TEST_CASE("a node's logits in a verified tree are bit-identical to decoding its path token by token",
+          "[model][attention][lossless]") {
+    // What GreedyMatch's "output = plain greedy decoding" rests on: near-ties make "equal up to
+    // rounding" not enough (tree_attention.hpp, panel_tile). Tree forward on 1 thread, decode steps
+    // on 3: the split over threads must not matter either.
+    if (!detail::tree_attention_available() || !panels_available()) {
+        WARN("this CPU lacks AVX-512: the fast paths are not batch-invariant here, and not tested");
+        return;
+    }
+    const Heads heads = GENERATE(Heads{32, 4, 4}, Heads{32, 4, 2}, Heads{36, 3, 1}, Heads{128, 2, 1});
+    const WeightFormat format = GENERATE(WeightFormat::kF32, WeightFormat::kBF16);
+    const Config cfg = config_for(heads);
+    const Weights w = random_weights(cfg, 41, 0.3f * std::sqrt(32.0f / static_cast<float>(heads.hidden)));
+    ThreadPool pool1(1), pool3(3);
+    CpuModel tree_model(cfg, w, {.weight_format = format, .pool = &pool1});
+    CpuModel step_model(cfg, w, {.weight_format = format, .pool = &pool3});
+    const std::vector<int> prefix{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4};
+    const Tree tree = random_tree(21, cfg.vocab_size, 99);
+    detail::prefill(tree_model, prefix);
+    const Rows verified = tree_model.forward(tree, 0);
+    const std::vector<float> all(verified.data.begin(), verified.data.end());
+    const int V = cfg.vocab_size;
+    for (int node = 0; node < tree.size(); ++node) {
+        step_model.reset();
+        detail::prefill(step_model, prefix);
+        Rows step{};
+        for (int a : tree.path_to(node)) {
+            step = step_model.forward(Tree::chain(std::vector<int>{tree[a].token}), 0);
+            if (a != node) step_model.commit(std::vector<int>{0});
+        }
+        INFO("hidden " << heads.hidden << ", heads " << heads.heads << "/" << heads.kv_heads << ", "
+                       << (format == WeightFormat::kF32 ? "f32" : "bf16") << ", node " << node << " at depth "
+                       << tree[node].depth);
+        int differing = 0;
+        for (int t = 0; t < V; ++t)
+            differing += std::bit_cast<std::uint32_t>(step.data[t]) != std::bit_cast<std::uint32_t>(all[std::size_t(node) * V + t]);
+        CHECK(differing == 0);
+    }
 }
 
 TEST_CASE("softmax numerators follow std::exp and give masked keys exactly zero", "[model][attention]") {
