@@ -278,12 +278,16 @@ public:
         // One task per (kv head, vector of 16 lanes); neighbouring tasks take neighbouring heads, so
         // the threads read neighbouring parts of the same cache rows.
         pool.parallel_for(s.Hkv * nv, [&](int task) {
-            const int w = task / s.Hkv, kvh = task % s.Hkv, lanes = std::min(16, G * s.n - 16 * w);
+            const int w = nv - 1 - task / s.Hkv, kvh = task % s.Hkv, lanes = std::min(16, G * s.n - 16 * w);  // longest first
+            // Rows after the vector's last node are masked for all its lanes (children follow their
+            // parents): skipping them skips only exact zeros, and a prefill computes the lower
+            // triangle of its scores, not the square.
+            const int rows = s.T + s.first + (16 * w + lanes - 1) / G + 1;
             float* qh = thread_scratch(1, static_cast<std::size_t>(2 * s.hd + 2) * 16 + R16 * 16);
             float* ot = qh + static_cast<std::size_t>(s.hd) * 16;  // (hd, 16) weighted values, transposed
             float* mx = ot + static_cast<std::size_t>(s.hd) * 16;  // (16) max score per lane
             float* sum = mx + 16;                                   // (16) sum of numerators per lane
-            float* sc = sum + 16;                                   // (R, 16) scores, then numerators
+            float* sc = sum + 16;                                   // (rows, 16) scores, then numerators
             const float* k = kc + static_cast<std::size_t>(kvh) * s.hd;
             const float* v = vc + static_cast<std::size_t>(kvh) * s.hd;
             lanes_from_rows(qh, 16, [&](int r) { return row_of(q, kvh, 16 * w + r); }, lanes, s.hd);
@@ -292,7 +296,7 @@ public:
             // forward's weights have streamed through they come from memory: each block of scores
             // pulls the keys two blocks ahead to L1 and its own rows' values to L2.
             const auto prefetch = [&](const float* rows_at, int r_begin, int r_end, int hint) {
-                for (int r = r_begin; r < std::min(r_end, R); ++r)
+                for (int r = r_begin; r < std::min(r_end, rows); ++r)
                     for (int d = 0; d < s.hd; d += 16) {
                         const char* line = reinterpret_cast<const char*>(rows_at + static_cast<std::size_t>(r) * kvd + d);
                         if (hint == 0) _mm_prefetch(line, _MM_HINT_T0);
@@ -306,20 +310,20 @@ public:
             prefetch(k, 0, 16, 0);
             __mmask16 vis[8];
             int r = 0;
-            for (; r + 8 <= R; r += 8) {  // 8 key rows at a time: 16 accumulators hide the FMA latency
+            for (; r + 8 <= rows; r += 8) {  // 8 key rows at a time: 16 accumulators hide the FMA latency
                 prefetch(k, r + 16, r + 24, 0);
                 prefetch(v, r, r + 8, 1);
                 for (int j = 0; j < 8; ++j) vis[j] = lanes_of(r + j);
                 tree_scores<8>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis);
             }
-            prefetch(v, r, R, 1);
-            for (; r < R; ++r) {
+            prefetch(v, r, rows, 1);
+            for (; r < rows; ++r) {
                 vis[0] = lanes_of(r);
                 tree_scores<1>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis);
             }
-            tree_softmax(sc, 16, R, s.scale, mx, sum);
+            tree_softmax(sc, 16, rows, s.scale, mx, sum);
             for (int d0 = 0; d0 < s.hd; d0 += 16)
-                tree_values_dispatch(std::min(16, s.hd - d0), ot + static_cast<std::size_t>(d0) * 16, 16, sc, 16, v + d0, kvd, R);
+                tree_values_dispatch(std::min(16, s.hd - d0), ot + static_cast<std::size_t>(d0) * 16, 16, sc, 16, v + d0, kvd, rows);
             tree_normalize(ot, s.hd, sum);
             rows_from_lanes([&](int lane) { return row_of(att, kvh, 16 * w + lane); }, lanes, ot, 16, s.hd);
         });
