@@ -15,22 +15,24 @@ namespace specdec::detail {
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
+// Cephes' expf constants, shared by exp16 and exp8: log2(e), ln 2 split in two (the high part exact
+// in few bits), and the polynomial P, highest power first, with exp(r) ≈ P(r)·r² + r + 1.
+constexpr float kExpLog2e = 1.44269504f, kExpLn2Hi = 0.693359375f, kExpLn2Lo = -2.12194440e-4f;
+constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
 /// Cephes' expf, the form of llama.cpp's ggml_v_expf: n = round(x / ln 2), r = x - n ln 2 in two
 /// parts, exp(r) by a degree-6 polynomial, times 2^n; within a few ulp of expf (the tests allow 4).
 /// For x <= 88; x < -87 (where expf leaves the normal range; -inf for a masked key) gives 0.
 SPECDEC_TARGET_AVX512 inline __m512 exp16(__m512 x) {
     const __mmask16 normal = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kExpLog2e)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 y = _mm512_set1_ps(1.9875691500e-4f);
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
-    y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Hi), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kExpLn2Lo), r);
+    __m512 y = _mm512_set1_ps(kExpPoly[0]);
+    for (int c = 1; c < 6; ++c) y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(kExpPoly[c]));
     y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
     return _mm512_maskz_scalef_ps(normal, y, n);
 }
@@ -56,16 +58,12 @@ SPECDEC_TARGET_AVX512 inline float softmax_numerators_avx512(float* p, int len, 
 SPECDEC_TARGET_AVX2 inline __m256 exp8(__m256 x) {
     const __m256 normal = _mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ);
     x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
-    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kExpLog2e)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-    y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpLn2Hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kExpLn2Lo), r);
+    __m256 y = _mm256_set1_ps(kExpPoly[0]);
+    for (int c = 1; c < 6; ++c) y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(kExpPoly[c]));
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
     const __m256i pow2n = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_and_ps(_mm256_mul_ps(y, _mm256_castsi256_ps(pow2n)), normal);
