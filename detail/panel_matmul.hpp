@@ -188,15 +188,12 @@ SPECDEC_TARGET_AVX512_BF16 inline void panel_step(__m512 (&acc)[MR][NV], const X
 template <int MR, int NV, class WT, class XT>
 SPECDEC_TARGET_AVX512_BF16 void panel_tile(float* y, int ldy, const XT* xp, const WT* Wg, int kc, int valid,
                                            const char* pf, const char* pf_end) {
-    constexpr int U = 1;
     constexpr int S = PanelMatrix<WT>::kStep;
-    __m512 acc[U][MR][NV];
-#pragma GCC unroll 4
-    for (int u = 0; u < U; ++u)
+    __m512 acc[MR][NV];
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[u][i][v] = _mm512_setzero_ps();
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
     auto mask_of = [valid](int v) {
         const int left = std::clamp(valid - 16 * v, 0, 16);
         return static_cast<__mmask16>((1u << left) - 1u);
@@ -204,32 +201,15 @@ SPECDEC_TARGET_AVX512_BF16 void panel_tile(float* y, int ldy, const XT* xp, cons
 
     const int steps = (kc + S - 1) / S;
     const std::ptrdiff_t pf_stride = std::max<std::ptrdiff_t>(64, (pf_end - pf + steps - 1) / steps);
-    auto prefetch = [&] {
+    for (int p = 0; p < kc; p += S) {  // kc is a whole number of stored rows (k padded to kStep)
         for (const char* end = std::min(pf_end, pf + pf_stride); pf < end; pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
-    };
-    int p = 0;
-    for (; p + U * S <= kc; p += U * S)
-#pragma GCC unroll 4
-        for (int u = 0; u < U; ++u) {
-            prefetch();
-            panel_step<MR, NV, WT, XT>(acc[u], xp, Wg, p + u * S);
-        }
-    for (; p < kc; p += S) {
-        prefetch();
-        panel_step<MR, NV, WT, XT>(acc[0], xp, Wg, p);
+        panel_step<MR, NV, WT, XT>(acc, xp, Wg, p);
     }
-
-#pragma GCC unroll 4
-    for (int u = 1; u < U; ++u)
-#pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-            for (int v = 0; v < NV; ++v) acc[0][i][v] = _mm512_add_ps(acc[0][i][v], acc[u][i][v]);
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
 #pragma GCC unroll 16
         for (int i = 0; i < MR; ++i)
-            _mm512_mask_storeu_ps(y + static_cast<std::ptrdiff_t>(i) * ldy + 16 * v, mask_of(v), acc[0][i][v]);
+            _mm512_mask_storeu_ps(y + static_cast<std::ptrdiff_t>(i) * ldy + 16 * v, mask_of(v), acc[i][v]);
 }
 
 /// panel_tile<MR, 3> (a whole group) for MR in [1, kPanelMaxTileRows] chosen at run time.
