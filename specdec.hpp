@@ -32,7 +32,9 @@
 //     }
 //
 // The output equals `autoregressive_generate(target, prompt, opts).tokens` token for token: GreedyMatch
-// is lossless for any tree under greedy decoding. For sampling (temperature > 0) use
+// is lossless for any tree under greedy decoding, given a target whose logits for a node do not depend
+// on the rest of the forward (CpuModel on AVX-512: bit-identical, tested; elsewhere up to rounding,
+// which near-ties can flip). For sampling (temperature > 0) use
 // SpeculativeSampling (chains), MultiDraftSampling (trees of sampled siblings) or SampleAndMatch (any
 // tree); each acceptor states its precondition and throws specdec::error when it does not hold.
 //

@@ -45,8 +45,9 @@ constexpr std::uint32_t kBonusCoin = 0xFFFFu;
 
 }  // namespace detail
 
-/// Precondition: greedy decoding (temperature 0). Then it is lossless for ANY tree: the output is the
-/// target's argmax chain token for token.
+/// Precondition: greedy decoding (temperature 0), and a target whose logits for a node are those its
+/// own decode step would give (CpuModel on AVX-512 gives them bit for bit: tree_attention.hpp). Then it
+/// is lossless for ANY tree: the output is the target's argmax chain token for token.
 struct GreedyMatch {
     AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx) const {
         detail::require(ctx.sampling.greedy(), "acceptor", [&] {
