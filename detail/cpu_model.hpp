@@ -48,10 +48,10 @@ inline void rope(float* head, int head_dim, const float* cs) {
 /// Without AVX-512 (where tree_attention.hpp does all of it), from this many query nodes on the fast
 /// model computes attention as matrix products (CpuModel::attend_blocked); a single node takes
 /// CpuModel::attend_one (split over key rows). The per-(node, head) loop (CpuModel::attend) is the
-/// reference model's. Measured in isolation (1 thread,
-/// hd 64, 12 heads, Zen 5, T = 256 and 1000) the loop beat the blocked path below n = 3, but inside
-/// the ~110M model, where each forward's weights have pushed the cache out of L2, the blocked path is
-/// faster from n = 2 (2 threads, bf16, T = 256: 7.2 -> 5.9 ms).
+/// reference model's. Measured in isolation (1 thread, hd 64, 12 heads, Zen 5, T = 256 and 1000)
+/// the loop beat the blocked path below n = 3, but inside the ~110M model, where each forward's
+/// weights have pushed the cache out of L2, the blocked path is faster from n = 2 (2 threads, bf16,
+/// T = 256: 7.2 -> 5.9 ms).
 constexpr int kBlockedAttentionMinNodes = 2;
 
 /// Query rows (a block of nodes times the heads of one GQA group) per work item of the blocked
@@ -94,7 +94,6 @@ inline void transpose_rows(float* vt, const float* rows, std::ptrdiff_t ld, int 
         for (int d = 0; d < hd; ++d)
             for (int r = r0; r < std::min(R, r0 + 16); ++r) vt[std::ptrdiff_t{d} * R + r] = rows[r * ld + d];
 }
-
 
 /// A weight matrix (m, k) as the model multiplies it: panels (panel_matmul.hpp) where the CPU has
 /// AVX-512, else as stored, float32 or bfloat16 (widened in registers).
@@ -318,7 +317,9 @@ public:
             switch (path) {
                 case Attention::kLoop: attend(kc, vc, visible); break;
                 case Attention::kOne: attend_one(kc, vc, visible[0]); break;
-                case Attention::kTree: tree_attention_.run(*opt_.pool, att_.data(), q_.data(), kc, vc, tree_mask_.data(), tree_shape(n, first)); break;
+                case Attention::kTree:
+                    tree_attention_.run(*opt_.pool, att_.data(), q_.data(), kc, vc, tree_mask_.data(), tree_shape(n, first));
+                    break;
                 case Attention::kBlocked: attend_blocked(kc, vc, first, N); break;
             }
             linear(xb_.data(), att_.data(), mats_[l].wo, n);
@@ -656,9 +657,9 @@ private:
     std::vector<float> q_, att_;            // (n, H*hd)
     std::vector<float> scores_;             // (n*H, T + depth + 1); attend_one: (chunks, H, chunk)
     std::vector<float> partials_;           // attend_one: (chunks, H, 2 + hd) max, sum, weighted values
-    // Blocked attention (n >= kBlockedAttentionMinNodes), R = T + N key rows, B nodes per block:
     std::vector<std::uint8_t> tree_mask_;   // (n, N) 1 where tree node j is visible to node first + i
     detail::TreeAttention tree_attention_;  // its work space
+    // Blocked attention (no AVX-512, n >= kBlockedAttentionMinNodes), R = T + N key rows, B nodes per block:
     std::vector<float> k_heads_;            // (Hkv, R, hd) keys per kv head
     std::vector<float> vt_heads_;           // (Hkv, hd, R) values per kv head, transposed
     std::vector<float> slots_;              // (threads, 2*G*B*hd + G*B*R + hd*R + G*B) per-task work space

@@ -225,9 +225,10 @@ SPECDEC_TARGET_AVX512_BF16 void panel_tile_dispatch(int mr, float* y, int ldy, c
 /// x rounded to bf16 (to_bf16's nearest-even, NaN kept quiet), still in the high half of each lane.
 SPECDEC_TARGET_AVX512 inline __m512i round_bf16_high(__m512 v) {
     const __m512i u = _mm512_castps_si512(v);
-    const __m512i rounded =
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-    const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));  // ties to even
+    const __m512i rounded = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), odd));
+    const __mmask16 nan =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
     return _mm512_and_si512(_mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(u, _mm512_set1_epi32(0x400000))),
                             _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
 }
@@ -235,7 +236,7 @@ SPECDEC_TARGET_AVX512 inline __m512i round_bf16_high(__m512 v) {
 /// Units [0, 16 * blocks) of a tile's packing (see pack_x_tile) by 16 x 16 register transposes:
 /// 16 units of each row side by side, transposed, and mr lanes stored per unit.
 SPECDEC_TARGET_AVX512 inline void pack_x_blocks(float* dst, const float* x, int k, int mr, int blocks, PackX how) {
-    // For kPairs: 16-bit element e of the result is the high half of 32-bit lane e of (a, b).
+    // For kPairs: 16-bit element e of the result is the high half of 32-bit lane e of (lo, hi).
     alignas(64) static constexpr std::uint16_t kHighHalves[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
                                                                   23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
                                                                   45, 47, 49, 51, 53, 55, 57, 59, 61, 63};

@@ -121,13 +121,12 @@ SPECDEC_TARGET_AVX512 inline void tree_values_dispatch(int db, float* ot, int ld
 }
 
 /// Softmax numerators down the lanes of s (rows, 16 lanes, lds apart), in place: exp(scale (s - max))
-/// per lane; stores each lane's max (-inf where a lane saw no key) and sum of numerators.
-SPECDEC_TARGET_AVX512 inline void tree_softmax(float* s, int lds, int rows, float scale, float* max_out,
-                                              float* sum_out) {
+/// per lane; stores each lane's sum of numerators.
+SPECDEC_TARGET_AVX512 inline void tree_softmax(float* s, int lds, int rows, float scale, float* sum_out) {
     __m512 mx = _mm512_set1_ps(-INFINITY);
     for (int r = 0; r < rows; ++r) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + static_cast<std::ptrdiff_t>(r) * lds));
-    // A lane with no visible key here keeps max -inf (its chunk weighs 0 in the merge) and shifts by
-    // 0, so that its -inf scores give exp(-inf) = 0 rather than NaN.
+    // A lane that sees no key (a padding lane over an empty cache) shifts by 0, so that its -inf
+    // scores give exp(-inf) = 0 rather than NaN; it is never written out.
     const __mmask16 seen = _mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
     const __m512 shift = _mm512_maskz_mov_ps(seen, mx), sc = _mm512_set1_ps(scale);
     __m512 sum = _mm512_setzero_ps();
@@ -137,7 +136,6 @@ SPECDEC_TARGET_AVX512 inline void tree_softmax(float* s, int lds, int rows, floa
         _mm512_storeu_ps(row, e);
         sum = _mm512_add_ps(sum, e);
     }
-    _mm512_storeu_ps(max_out, mx);
     _mm512_storeu_ps(sum_out, sum);
 }
 
@@ -283,11 +281,10 @@ public:
             // parents): skipping them skips only exact zeros, and a prefill computes the lower
             // triangle of its scores, not the square.
             const int rows = s.T + s.first + (16 * w + lanes - 1) / G + 1;
-            float* qh = thread_scratch(1, static_cast<std::size_t>(2 * s.hd + 2) * 16 + R16 * 16);
-            float* ot = qh + static_cast<std::size_t>(s.hd) * 16;  // (hd, 16) weighted values, transposed
-            float* mx = ot + static_cast<std::size_t>(s.hd) * 16;  // (16) max score per lane
-            float* sum = mx + 16;                                   // (16) sum of numerators per lane
-            float* sc = sum + 16;                                   // (rows, 16) scores, then numerators
+            float* qh = thread_scratch(1, static_cast<std::size_t>(2 * s.hd + 1) * 16 + R16 * 16);
+            float* ot = qh + static_cast<std::size_t>(s.hd) * 16;   // (hd, 16) weighted values, transposed
+            float* sum = ot + static_cast<std::size_t>(s.hd) * 16;  // (16) sum of numerators per lane
+            float* sc = sum + 16;                                    // (rows, 16) scores, then numerators
             const float* k = kc + static_cast<std::size_t>(kvh) * s.hd;
             const float* v = vc + static_cast<std::size_t>(kvh) * s.hd;
             lanes_from_rows(qh, 16, [&](int r) { return row_of(q, kvh, 16 * w + r); }, lanes, s.hd);
@@ -321,7 +318,7 @@ public:
                 vis[0] = lanes_of(r);
                 tree_scores<1>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis);
             }
-            tree_softmax(sc, 16, rows, s.scale, mx, sum);
+            tree_softmax(sc, 16, rows, s.scale, sum);
             for (int d0 = 0; d0 < s.hd; d0 += 16)
                 tree_values_dispatch(std::min(16, s.hd - d0), ot + static_cast<std::size_t>(d0) * 16, 16, sc, 16, v + d0, kvd, rows);
             tree_normalize(ot, s.hd, sum);
