@@ -154,9 +154,22 @@ template <class Seen>
 SPECDEC_TARGET_AVX512 void single_query(float* out, const float* q, const float* k, const float* v, std::ptrdiff_t ld,
                                         int rows, int hd, float scale, float* sc, Seen&& seen) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    // Rows ld apart from memory (see TreeAttention::run): keys two blocks ahead to L1, the block's
+    // values to L2.
+    const auto prefetch = [&](const float* base, int r_begin, int r_end, bool l1) {
+        for (int r = r_begin; r < std::min(r_end, rows); ++r)
+            for (int d = 0; d < hd; d += 16) {
+                const char* line = reinterpret_cast<const char*>(base + r * ld + d);
+                if (l1) _mm_prefetch(line, _MM_HINT_T0);
+                else _mm_prefetch(line, _MM_HINT_T1);
+            }
+    };
+    prefetch(k, 0, 32, true);
     __m512 mx = ninf;
     for (int r0 = 0; r0 < rows; r0 += 16) {
         const int nr = std::min(16, rows - r0);
+        prefetch(k, r0 + 32, r0 + 48, true);
+        prefetch(v, r0, r0 + 16, false);
         __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // even and odd d, as in tree_scores
         for (int d0 = 0; d0 < hd; d0 += 16) {
             const int left = std::min(16, hd - d0);
