@@ -56,6 +56,20 @@ inline bool tree_attention_available() {
 }
 
 #if defined(__x86_64__)
+/// Prefetches the first hd floats of rows [r_begin, min(r_end, rows)), ld apart, to L1 or to L2. Key
+/// and value rows of one head are a whole cache row (kvd floats) apart, which defeats the hardware
+/// prefetcher, and after a forward's weights have streamed through they come from memory.
+inline void prefetch_rows(const float* base, std::ptrdiff_t ld, int r_begin, int r_end, int rows, int hd, bool l1) {
+    for (int r = r_begin; r < std::min(r_end, rows); ++r)
+        for (int d = 0; d < hd; d += 16) {
+            const char* line = reinterpret_cast<const char*>(base + r * ld + d);
+            if (l1) _mm_prefetch(line, _MM_HINT_T0);
+            else _mm_prefetch(line, _MM_HINT_T1);
+        }
+}
+#endif
+
+#if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -154,15 +168,9 @@ template <class Seen>
 SPECDEC_TARGET_AVX512 void single_query(float* out, const float* q, const float* k, const float* v, std::ptrdiff_t ld,
                                         int rows, int hd, float scale, float* sc, Seen&& seen) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    // Rows ld apart from memory (see TreeAttention::run): keys two blocks ahead to L1, the block's
-    // values to L2.
+    // Keys two blocks ahead to L1, the block's values to L2 (prefetch_rows).
     const auto prefetch = [&](const float* base, int r_begin, int r_end, bool l1) {
-        for (int r = r_begin; r < std::min(r_end, rows); ++r)
-            for (int d = 0; d < hd; d += 16) {
-                const char* line = reinterpret_cast<const char*>(base + r * ld + d);
-                if (l1) _mm_prefetch(line, _MM_HINT_T0);
-                else _mm_prefetch(line, _MM_HINT_T1);
-            }
+        prefetch_rows(base, ld, r_begin, r_end, rows, hd, l1);
     };
     prefetch(k, 0, 32, true);
     __m512 mx = ninf;
@@ -302,16 +310,10 @@ public:
             const float* v = vc + static_cast<std::size_t>(kvh) * s.hd;
             lanes_from_rows(qh, 16, [&](int r) { return row_of(q, kvh, 16 * w + r); }, lanes, s.hd);
 
-            // Key and value rows are kvd apart, which defeats the hardware prefetcher, and after a
-            // forward's weights have streamed through they come from memory: each block of scores
-            // pulls the keys two blocks ahead to L1 and its own rows' values to L2.
-            const auto prefetch = [&](const float* rows_at, int r_begin, int r_end, int hint) {
-                for (int r = r_begin; r < std::min(r_end, rows); ++r)
-                    for (int d = 0; d < s.hd; d += 16) {
-                        const char* line = reinterpret_cast<const char*>(rows_at + static_cast<std::size_t>(r) * kvd + d);
-                        if (hint == 0) _mm_prefetch(line, _MM_HINT_T0);
-                        else _mm_prefetch(line, _MM_HINT_T1);
-                    }
+            // Each block of scores pulls the keys two blocks ahead to L1 and its own rows' values to
+            // L2 (prefetch_rows).
+            const auto prefetch = [&](const float* base, int r_begin, int r_end, int hint) {
+                prefetch_rows(base, kvd, r_begin, r_end, rows, s.hd, hint == 0);
             };
             const auto lanes_of = [&](int r) {
                 return r < s.T ? __mmask16(0xFFFF) : visible_[static_cast<std::size_t>(r - s.T) * nv + w];
