@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -349,29 +350,42 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         const std::size_t at = static_cast<std::size_t>(i0) * (pairs ? kp / 2 : kp);  // where the kernels read it
         detail::pack_x_tile(xp + at, x + static_cast<std::size_t>(i0) * k, k, kp, tiles.rows(t), packing);
     }
-    // One task per thread, each a run of whole groups: the task's W is one stream, and every group
-    // but the last pulls the next towards L2 while it works. The first x tile streams a group's W
-    // from memory; the later tiles find it in L2 and are compute-bound, so they prefetch the next
-    // group, each a share (a lone tile, bound by memory anyway, prefetches all of it). With two
-    // tiles the second alone is too short to pull a whole group at one core's bandwidth (the more
-    // so on vdpbf16ps, which halves its compute), so both take a half; with four tiles the first
-    // joining was slower (n = 32, +15%). Measured on the ~110M shape's products, 2 threads,
-    // alternating runs: prefetching at all, f32 n = 32 19.7 -> 17.3 ms; the halves with two tiles,
-    // n = 16 5-15% faster; one task per thread instead of four (no first group without its
-    // prefetch), bf16 n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms. Blocking k so that all tiles
-    // meet a block of W in L1 was slower at every block size tried (64..256).
+    // Two tasks per run of whole groups, one from each end, claiming a group at a time until they
+    // meet: each task's W is one sequential stream whose next group is pulled towards L2 while it
+    // works, and the work balances itself when one core runs slower (a shared machine: with a fixed
+    // half each, one thread spun for ~10% of an n = 16 forward; both ends, in-process A/B on the
+    // ~110M shape, bf16: n = 16 10.55 -> 9.99 ms, n = 1 4.42 -> 4.24 ms, medians of 10 and 8).
+    // The first x tile streams a group's W from memory; the later tiles find it in L2 and are
+    // compute-bound, so they prefetch the next group, each a share (a lone tile, bound by memory
+    // anyway, prefetches all of it). With two tiles the second alone is too short to pull a whole
+    // group at one core's bandwidth (the more so on vdpbf16ps, which halves its compute), so both
+    // take a half; with four tiles the first joining was slower (n = 32, +15%). Measured on the
+    // ~110M shape's products, 2 threads, alternating runs: prefetching at all, f32 n = 32 19.7 ->
+    // 17.3 ms; the halves with two tiles, n = 16 5-15% faster; one stream per thread instead of
+    // four tasks each, bf16 n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms. Blocking k so that all
+    // tiles meet a block of W in L1 was slower at every block size tried (64..256).
     const int groups = W.groups();
     const int parts = detail::rows_chunk(n, k, m, pool.size(), kPanelGroupRows) >= m ? 1 : pool.size();
-    const int chunk = (groups + parts - 1) / parts;
-    const int tasks = (groups + chunk - 1) / chunk;
-    pool.parallel_for(tasks, [&](int task) {
-        const int g_end = std::min(groups, (task + 1) * chunk);
-        for (int g = task * chunk; g < g_end; ++g) {
+    const int runs = (parts + 1) / 2;
+    const auto run_start = [&](int r) { return static_cast<int>(std::int64_t{groups} * std::min(2 * r, parts) / parts); };
+    struct alignas(64) Claimed {
+        std::atomic<int> groups{0};
+    };
+    std::vector<Claimed> claimed(static_cast<std::size_t>(runs));
+    pool.parallel_for(parts, [&](int task) {
+        const int run = task / 2, g_begin = run_start(run), g_end = run_start(run + 1);  // a lone task: half a run
+        const bool backward = task % 2 == 1;
+        std::atomic<int>& taken = claimed[static_cast<std::size_t>(run)].groups;
+        for (int i = 0; taken.fetch_add(1, std::memory_order_relaxed) < g_end - g_begin; ++i) {
+            const int g = backward ? g_end - 1 - i : g_begin + i;
             const int j0 = g * kPanelGroupRows;
             const WT* Wg = W.data() + static_cast<std::size_t>(j0) * kp;
             const std::ptrdiff_t group_bytes = std::ptrdiff_t{kPanelGroupRows} * kp * std::ptrdiff_t{sizeof(WT)};
-            const char* next = reinterpret_cast<const char*>(Wg) + group_bytes;
-            const std::ptrdiff_t next_bytes = g + 1 < g_end ? group_bytes : 0;
+            const int g_next = backward ? g - 1 : g + 1;  // this stream's next group, if in its run
+            const bool has_next = g_next >= g_begin && g_next < g_end;
+            const WT* Wnext = has_next ? W.data() + static_cast<std::size_t>(g_next) * kPanelGroupRows * kp : Wg;
+            const char* next = reinterpret_cast<const char*>(Wnext);
+            const std::ptrdiff_t next_bytes = has_next ? group_bytes : 0;
             const bool first_shares = tiles.count <= 2;
             const int sharers = first_shares ? tiles.count : tiles.count - 1;
             const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
