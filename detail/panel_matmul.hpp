@@ -342,14 +342,19 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     const bool round = input == PanelInput::kBf16;
     const bool pairs = std::is_same_v<WT, bf16> && round && dot && bf16_dot_available();
     const detail::PanelTiles tiles(n);
-    float* xp = detail::thread_scratch(0, static_cast<std::size_t>(n) * kp);
-    auto* xp32 = reinterpret_cast<std::uint32_t*>(xp);  // the same scratch, when x goes in bf16 pairs
     const auto packing = pairs ? detail::PackX::kPairs : round ? detail::PackX::kRound : detail::PackX::kCopy;
-    for (int t = 0; t < tiles.count; ++t) {
-        const int i0 = tiles.first_row(t);
-        const std::size_t at = static_cast<std::size_t>(i0) * (pairs ? kp / 2 : kp);  // where the kernels read it
-        detail::pack_x_tile(xp + at, x + static_cast<std::size_t>(i0) * k, k, kp, tiles.rows(t), packing);
-    }
+    // Every task packs x for itself, into its own thread's scratch: packed once by the caller, each
+    // call's stores first had to take the lines back from the other core, which had read them the
+    // call before, and that core then fetched them again (~4 us of a 10 us product at n = 16, m = 96).
+    const auto pack_x = [&] {
+        float* xp = detail::thread_scratch(0, static_cast<std::size_t>(n) * kp);
+        for (int t = 0; t < tiles.count; ++t) {
+            const int i0 = tiles.first_row(t);
+            const std::size_t at = static_cast<std::size_t>(i0) * (pairs ? kp / 2 : kp);  // where the kernels read it
+            detail::pack_x_tile(xp + at, x + static_cast<std::size_t>(i0) * k, k, kp, tiles.rows(t), packing);
+        }
+        return xp;
+    };
     // Two tasks per run of whole groups, one from each end, claiming a group at a time until they
     // meet: each task's W is one sequential stream whose next group is pulled towards L2 while it
     // works, and the work balances itself when one core runs slower (a shared machine: with a fixed
@@ -376,6 +381,8 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         const int run = task / 2, g_begin = run_start(run), g_end = run_start(run + 1);  // a lone task: half a run
         const bool backward = task % 2 == 1;
         std::atomic<int>& taken = claimed[static_cast<std::size_t>(run)].groups;
+        float* xp = pack_x();
+        auto* xp32 = reinterpret_cast<std::uint32_t*>(xp);  // the same scratch, when x goes in bf16 pairs
         for (int i = 0; taken.fetch_add(1, std::memory_order_relaxed) < g_end - g_begin; ++i) {
             const int g = backward ? g_end - 1 - i : g_begin + i;
             const int j0 = g * kPanelGroupRows;
