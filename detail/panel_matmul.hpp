@@ -180,46 +180,52 @@ SPECDEC_TARGET_AVX512_BF16 inline void panel_step(__m512 (&acc)[MR][NV], const X
     }
 }
 
-/// y rows [0, MR) x columns [j0, j0 + valid) of one group (NV vectors wide) over its kc k steps: xp
-/// is the tile's packed x ([kc][MR]), Wg the group. Meanwhile [pf, pf_end) is prefetched to L2, a
-/// little per step. Each output is one chain of FMAs in k order whatever the tile height, so a row
-/// of y is bit-identical whether x has 1 row or 64 — what lets a verified tree's logits equal plain
-/// decoding's (tree_attention.hpp). (Alternate k steps into two sets of accumulators, summed at the
-/// end, once hid the FMA latency for 1-2 rows; a single row streams W from memory anyway.)
+/// y rows [0, MR) x columns [j0, j0 + valid) of one group (NV vectors wide) over k steps [p0, p1)
+/// of its kc: xp is the tile's packed x ([kc][MR]), Wg the group. Meanwhile [pf, pf_end) is
+/// prefetched to L2, a little per step. A tile that stops before kc leaves its sums in `carry`
+/// (MR * NV * 16 floats), and one that starts after 0 takes them up from there, so that a group's k
+/// steps can be split into blocks (see panel_matmul). Each output is one chain of FMAs in k order
+/// whatever the tile height or blocking, so a row of y is bit-identical whether x has 1 row or 64 —
+/// what lets a verified tree's logits equal plain decoding's (tree_attention.hpp). (Alternate k
+/// steps into two sets of accumulators, summed at the end, once hid the FMA latency for 1-2 rows; a
+/// single row streams W from memory anyway.)
 template <int MR, int NV, class WT, class XT>
 SPECDEC_TARGET_AVX512_BF16 void panel_tile(float* y, int ldy, const XT* xp, const WT* Wg, int kc, int valid,
-                                           const char* pf, const char* pf_end) {
+                                           const char* pf, const char* pf_end, int p0, int p1, float* carry) {
     constexpr int S = PanelMatrix<WT>::kStep;
     __m512 acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+        for (int v = 0; v < NV; ++v) acc[i][v] = p0 == 0 ? _mm512_setzero_ps() : _mm512_loadu_ps(carry + (i * NV + v) * 16);
     auto mask_of = [valid](int v) {
         const int left = std::clamp(valid - 16 * v, 0, 16);
         return static_cast<__mmask16>((1u << left) - 1u);
     };
 
-    const int steps = (kc + S - 1) / S;
+    const int steps = (p1 - p0 + S - 1) / S;
     const std::ptrdiff_t pf_stride = std::max<std::ptrdiff_t>(64, (pf_end - pf + steps - 1) / steps);
-    for (int p = 0; p < kc; p += S) {  // kc is a whole number of stored rows (k padded to kStep)
+    for (int p = p0; p < p1; p += S) {  // kc is a whole number of stored rows (k padded to kStep)
         for (const char* end = std::min(pf_end, pf + pf_stride); pf < end; pf += 64) _mm_prefetch(pf, _MM_HINT_T1);
         panel_step<MR, NV, WT, XT>(acc, xp, Wg, p);
     }
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v)
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i)
-            _mm512_mask_storeu_ps(y + static_cast<std::ptrdiff_t>(i) * ldy + 16 * v, mask_of(v), acc[i][v]);
+        for (int i = 0; i < MR; ++i) {
+            if (p1 < kc) _mm512_storeu_ps(carry + (i * NV + v) * 16, acc[i][v]);
+            else _mm512_mask_storeu_ps(y + static_cast<std::ptrdiff_t>(i) * ldy + 16 * v, mask_of(v), acc[i][v]);
+        }
 }
 
 /// panel_tile<MR, 3> (a whole group) for MR in [1, kPanelMaxTileRows] chosen at run time.
 template <class WT, class XT, int MR = 1>
-SPECDEC_TARGET_AVX512_BF16 void panel_tile_dispatch(int mr, float* y, int ldy, const XT* xp, const WT* Wg, int kc,
-                                                    int valid, const char* pf, const char* pf_end) {
+SPECDEC_TARGET_AVX512_BF16 void panel_tile_dispatch(int mr, float* y, int ldy, const XT* xp, const WT* Wg, int kc, int valid,
+                                                    const char* pf, const char* pf_end, int p0, int p1, float* carry) {
     if constexpr (MR <= kPanelMaxTileRows) {
-        if (mr != MR) return panel_tile_dispatch<WT, XT, MR + 1>(mr, y, ldy, xp, Wg, kc, valid, pf, pf_end);
-        panel_tile<MR, kPanelGroupRows / 16, WT, XT>(y, ldy, xp, Wg, kc, valid, pf, pf_end);
+        if (mr != MR)
+            return panel_tile_dispatch<WT, XT, MR + 1>(mr, y, ldy, xp, Wg, kc, valid, pf, pf_end, p0, p1, carry);
+        panel_tile<MR, kPanelGroupRows / 16, WT, XT>(y, ldy, xp, Wg, kc, valid, pf, pf_end, p0, p1, carry);
     }
 }
 
@@ -360,17 +366,18 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     // works, and the work balances itself when one core runs slower (a shared machine: with a fixed
     // half each, one thread spun for ~10% of an n = 16 forward; both ends, in-process A/B on the
     // ~110M shape, bf16: n = 16 10.55 -> 9.99 ms, n = 1 4.42 -> 4.24 ms, medians of 10 and 8).
-    // The first x tile streams a group's W from memory; the later tiles find it in L2 and are
-    // compute-bound, so they prefetch the next group, each a share (a lone tile, bound by memory
-    // anyway, prefetches all of it). With two tiles the second alone is too short to pull a whole
-    // group at one core's bandwidth (the more so on vdpbf16ps, which halves its compute), so both
-    // take a half; with four tiles the first joining was slower (n = 32, +15%). Measured on the
-    // ~110M shape's products, 2 threads, alternating runs: prefetching at all, f32 n = 32 19.7 ->
-    // 17.3 ms; the halves with two tiles, n = 16 5-15% faster; one stream per thread instead of
-    // four tasks each, bf16 n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms. Blocking k so that all
-    // tiles meet a block of W in L1 was slower at every block size tried (64..256).
+    // Within a group, two or three x tiles go block by block over k, others one after the other (see
+    // below). Measured on the ~110M shape, 2 threads: prefetching at all, f32 n = 32 19.7 -> 17.3 ms
+    // (products alone, alternating runs); one stream per thread instead of four tasks each, bf16
+    // n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms (same); blocks of 32 k steps for two or three
+    // tiles (whole forwards, in-process A/B, medians of 4-8): f32 n = 16 18.8 -> 16.2 ms, n = 24
+    // 24.8 -> 20.9 ms, bf16 n = 16 9.6 -> 9.0 ms, n = 24 13.7 -> 12.9 ms. Blocks of 256 steps, and
+    // blocks for four tiles (f32 n = 32 24.1 -> 25.1 ms), were slower.
     const int groups = W.groups();
     const int parts = detail::rows_chunk(n, k, m, pool.size(), kPanelGroupRows) >= m ? 1 : pool.size();
+    // k steps per block, and the sums a tile carries between blocks, when the tiles go block by block.
+    constexpr int kBlockSteps = 32, kCarry = kPanelMaxTileRows * kPanelGroupRows;
+    const bool blocked = tiles.count == 2 || tiles.count == 3;
     const int runs = (parts + 1) / 2;
     const auto run_start = [&](int r) { return static_cast<int>(std::int64_t{groups} * std::min(2 * r, parts) / parts); };
     struct alignas(64) Claimed {
@@ -383,6 +390,7 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         std::atomic<int>& taken = claimed[static_cast<std::size_t>(run)].groups;
         float* xp = pack_x();
         auto* xp32 = reinterpret_cast<std::uint32_t*>(xp);  // the same scratch, when x goes in bf16 pairs
+        float* carry = blocked ? detail::thread_scratch(1, static_cast<std::size_t>(tiles.count) * kCarry) : nullptr;
         for (int i = 0; taken.fetch_add(1, std::memory_order_relaxed) < g_end - g_begin; ++i) {
             const int g = backward ? g_end - 1 - i : g_begin + i;
             const int j0 = g * kPanelGroupRows;
@@ -393,23 +401,51 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
             const WT* Wnext = has_next ? W.data() + static_cast<std::size_t>(g_next) * kPanelGroupRows * kp : Wg;
             const char* next = reinterpret_cast<const char*>(Wnext);
             const std::ptrdiff_t next_bytes = has_next ? group_bytes : 0;
-            const bool first_shares = tiles.count <= 2;
-            const int sharers = first_shares ? tiles.count : tiles.count - 1;
-            const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
-            for (int t = 0; t < tiles.count; ++t) {
-                const int i0 = tiles.first_row(t), s = first_shares ? t : t - 1;
-                const char* pf = next + (s < 0 ? next_bytes : std::min(next_bytes, share * s));
-                const char* pf_end = next + (s < 0 ? next_bytes : std::min(next_bytes, share * (s + 1)));
+            // One tile of this group's k steps [p0, p1): pf..pf_end prefetched meanwhile, sums carried
+            // in `carry` between blocks.
+            const auto tile = [&](int t, int p0, int p1, const char* pf, const char* pf_end, float* carry) {
+                const int i0 = tiles.first_row(t);
                 float* yt = y + static_cast<std::size_t>(i0) * m + j0;
                 if constexpr (std::is_same_v<WT, bf16>) {
                     if (pairs) {
-                        detail::panel_tile_dispatch<WT, std::uint32_t>(
-                            tiles.rows(t), yt, m, xp32 + static_cast<std::size_t>(i0) * (kp / 2), Wg, kp, m - j0, pf, pf_end);
-                        continue;
+                        const auto* xt = xp32 + static_cast<std::size_t>(i0) * (kp / 2);
+                        return detail::panel_tile_dispatch<WT, std::uint32_t>(tiles.rows(t), yt, m, xt, Wg, kp, m - j0, pf, pf_end,
+                                                                              p0, p1, carry);
                     }
                 }
                 detail::panel_tile_dispatch<WT, float>(tiles.rows(t), yt, m, xp + static_cast<std::size_t>(i0) * kp, Wg, kp,
-                                                       m - j0, pf, pf_end);
+                                                       m - j0, pf, pf_end, p0, p1, carry);
+            };
+            if (blocked) {
+                // Two or three tiles: all of them over one block of k steps while it is in L1, then the
+                // next, the first tile pulling the block after it (this group's, or the next group's
+                // first) towards L2. Memory then sees one steady stream instead of a burst per group
+                // while the first tile runs; the sums wait in `carry` between blocks.
+                const std::ptrdiff_t row_bytes = std::ptrdiff_t{kPanelGroupRows} * std::ptrdiff_t{sizeof(WT)};
+                for (int p0 = 0; p0 < kp; p0 += kBlockSteps) {
+                    const int p1 = std::min(kp, p0 + kBlockSteps);
+                    const char* pf = reinterpret_cast<const char*>(Wg) + p1 * row_bytes;
+                    const char* pf_end = reinterpret_cast<const char*>(Wg) + std::min(kp, p1 + kBlockSteps) * row_bytes;
+                    if (p1 == kp) {
+                        pf = next;
+                        pf_end = next + std::min<std::ptrdiff_t>(next_bytes, kBlockSteps * row_bytes);
+                    }
+                    for (int t = 0; t < tiles.count; ++t)
+                        tile(t, p0, p1, t == 0 ? pf : nullptr, t == 0 ? pf_end : nullptr, carry + t * kCarry);
+                }
+                continue;
+            }
+            // Otherwise the tiles one after the other over the whole group. The first streams its W
+            // from memory; the later ones find it in L2 and are compute-bound, so they prefetch the
+            // next group, each a share (a lone tile, bound by memory anyway, prefetches all of it).
+            // With four tiles the first joining was slower (n = 32, +15%).
+            const int sharers = std::max(1, tiles.count - 1);
+            const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
+            for (int t = 0; t < tiles.count; ++t) {
+                const int s = tiles.count == 1 ? 0 : t - 1;
+                const char* pf = next + (s < 0 ? next_bytes : std::min(next_bytes, share * s));
+                const char* pf_end = next + (s < 0 ? next_bytes : std::min(next_bytes, share * (s + 1)));
+                tile(t, 0, kp, pf, pf_end, nullptr);
             }
         }
     });

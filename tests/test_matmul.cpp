@@ -295,6 +295,8 @@ void check_panels_against_reference(std::uint32_t seed) {
     // group, whole groups (48), and groups plus one vector.
     for (int n = 1; n <= 20; ++n) shapes.push_back({n, 65, 40});
     for (int m : {16, 33, 48, 96, 112}) shapes.push_back({7, 30, m});
+    shapes.push_back({24, 200, 100});  // three tiles over several blocks of k steps
+    shapes.push_back({27, 97, 50});
     for (const Shape& s : shapes) {
         const Problem<WT> pr(s, seed);  // the panels round wf as pr.W does: the reference multiplies the same values
         const auto& [x, wf, ref, W, bounds] = pr;
@@ -342,6 +344,42 @@ TEST_CASE("with x rounded to bf16, the panel product matches the reference over 
             CHECK(worst_error_ratio(y, ref, bounds) <= 1.0);
         }
     }
+}
+
+// Greedy verification is lossless only if a tree node's logits are the bits its own decode step
+// computes (tree_attention.hpp), so a row of y must not depend on how many rows come with it: tile
+// heights, blocks of k steps, thread count.
+template <class WT>
+void check_rows_do_not_depend_on_n(specdec::PanelInput input, bool dot) {
+    ThreadPool pool1(1), pool3(3);
+    const int k = 201, m = 150, n_max = 40;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> w(static_cast<std::size_t>(m) * k), x(static_cast<std::size_t>(n_max) * k);
+    for (float& v : w) v = u(rng);
+    for (float& v : x) v = u(rng);
+    const specdec::PanelMatrix<WT> W(m, k, [&](int j) { return &w[static_cast<std::size_t>(j) * k]; });
+    std::vector<float> alone(static_cast<std::size_t>(n_max) * m), together(alone.size());
+    for (int i = 0; i < n_max; ++i)
+        specdec::panel_matmul(pool1, &alone[static_cast<std::size_t>(i) * m], &x[static_cast<std::size_t>(i) * k], W, 1, input, dot);
+    for (int n : {2, 9, 10, 16, 19, 24, 27, 28, 40})
+        for (ThreadPool* pool : {&pool1, &pool3}) {
+            specdec::panel_matmul(*pool, together.data(), x.data(), W, n, input, dot);
+            INFO("n = " << n << ", threads = " << pool->size());
+            CHECK(std::equal(together.begin(), together.begin() + static_cast<std::ptrdiff_t>(n) * m, alone.begin(),
+                             [](float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }));
+        }
+}
+
+TEST_CASE("a row of the panel product is the same bits whatever the number of rows and threads", "[matmul][panels]") {
+    if (!specdec::panels_available()) {
+        WARN("this CPU lacks AVX-512: the panel product is not used here and not tested");
+        return;
+    }
+    check_rows_do_not_depend_on_n<float>(specdec::PanelInput::kFloat32, true);
+    check_rows_do_not_depend_on_n<bf16>(specdec::PanelInput::kFloat32, true);
+    check_rows_do_not_depend_on_n<bf16>(specdec::PanelInput::kBf16, false);
+    if (specdec::bf16_dot_available()) check_rows_do_not_depend_on_n<bf16>(specdec::PanelInput::kBf16, true);
 }
 
 TEST_CASE("packing x for the panel product copies, rounds and pairs like to_bf16, bit for bit", "[matmul][panels]") {
