@@ -218,15 +218,18 @@ SPECDEC_TARGET_AVX512_BF16 void panel_tile(float* y, int ldy, const XT* xp, cons
         }
 }
 
-/// panel_tile<MR, 3> (a whole group) for MR in [1, kPanelMaxTileRows] chosen at run time.
+template <class WT, class XT>
+using PanelTileFn = void (*)(float*, int, const XT*, const WT*, int, int, const char*, const char*, int, int, float*);
+
+/// panel_tile<MR, 3> (a whole group) for MR in [1, kPanelMaxTileRows] chosen at run time, looked up
+/// once per product (a tile's blocks call it every 32 stored rows).
 template <class WT, class XT, int MR = 1>
-SPECDEC_TARGET_AVX512_BF16 void panel_tile_dispatch(int mr, float* y, int ldy, const XT* xp, const WT* Wg, int kc, int valid,
-                                                    const char* pf, const char* pf_end, int p0, int p1, float* carry) {
+PanelTileFn<WT, XT> panel_tile_for(int mr) {
     if constexpr (MR <= kPanelMaxTileRows) {
-        if (mr != MR)
-            return panel_tile_dispatch<WT, XT, MR + 1>(mr, y, ldy, xp, Wg, kc, valid, pf, pf_end, p0, p1, carry);
-        panel_tile<MR, kPanelGroupRows / 16, WT, XT>(y, ldy, xp, Wg, kc, valid, pf, pf_end, p0, p1, carry);
+        if (mr != MR) return panel_tile_for<WT, XT, MR + 1>(mr);
+        return &panel_tile<MR, kPanelGroupRows / 16, WT, XT>;
     }
+    return nullptr;
 }
 
 /// x rounded to bf16 (to_bf16's nearest-even, NaN kept quiet), still in the high half of each lane.
@@ -369,14 +372,15 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     // Within a group, two or three x tiles go block by block over k, others one after the other (see
     // below). Measured on the ~110M shape, 2 threads: prefetching at all, f32 n = 32 19.7 -> 17.3 ms
     // (products alone, alternating runs); one stream per thread instead of four tasks each, bf16
-    // n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms (same); blocks of 32 k steps for two or three
-    // tiles (whole forwards, in-process A/B, medians of 4-8): f32 n = 16 18.8 -> 16.2 ms, n = 24
-    // 24.8 -> 20.9 ms, bf16 n = 16 9.6 -> 9.0 ms, n = 24 13.7 -> 12.9 ms. Blocks of 256 steps, and
-    // blocks for four tiles (f32 n = 32 24.1 -> 25.1 ms), were slower.
+    // n = 1 3.65 -> 3.33 ms and n = 16 7.4 -> 6.8 ms (same); blocks of 32 stored rows for two or
+    // three tiles (whole forwards, in-process A/B, medians of 4-8): f32 n = 16 18.8 -> 16.2 ms,
+    // n = 24 24.8 -> 20.9 ms, bf16 n = 16 9.6 -> 9.0 ms, n = 24 13.7 -> 12.9 ms. Blocks of 256 rows,
+    // and blocks for four tiles (f32 n = 32 24.1 -> 25.1 ms), were slower.
     const int groups = W.groups();
     const int parts = detail::rows_chunk(n, k, m, pool.size(), kPanelGroupRows) >= m ? 1 : pool.size();
-    // k steps per block, and the sums a tile carries between blocks, when the tiles go block by block.
-    constexpr int kBlockSteps = 32, kCarry = kPanelMaxTileRows * kPanelGroupRows;
+    // k steps per block when the tiles go block by block: 32 stored rows of a group, 6 KiB of W (16
+    // rows were slower; 64 no better for f32), and the sums a tile carries between blocks.
+    constexpr int kBlockSteps = 32 * PanelMatrix<WT>::kStep, kCarry = kPanelMaxTileRows * kPanelGroupRows;
     const bool blocked = tiles.count == 2 || tiles.count == 3;
     const int runs = (parts + 1) / 2;
     const auto run_start = [&](int r) { return static_cast<int>(std::int64_t{groups} * std::min(2 * r, parts) / parts); };
@@ -384,6 +388,12 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         std::atomic<int> groups{0};
     };
     std::vector<Claimed> claimed(static_cast<std::size_t>(runs));
+    // The kernels for the two tile heights (base rows, and base + 1).
+    const detail::PanelTileFn<WT, float> tile_floats[2] = {detail::panel_tile_for<WT, float>(tiles.base),
+                                                           detail::panel_tile_for<WT, float>(tiles.base + 1)};
+    detail::PanelTileFn<WT, std::uint32_t> tile_pairs[2] = {nullptr, nullptr};  // bf16 x bf16 only
+    if constexpr (std::is_same_v<WT, bf16>)
+        for (int h = 0; h < 2; ++h) tile_pairs[h] = detail::panel_tile_for<WT, std::uint32_t>(tiles.base + h);
     pool.parallel_for(parts, [&](int task) {
         const int run = task / 2, g_begin = run_start(run), g_end = run_start(run + 1);  // a lone task: half a run
         const bool backward = task % 2 == 1;
@@ -391,7 +401,17 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         float* xp = pack_x();
         auto* xp32 = reinterpret_cast<std::uint32_t*>(xp);  // the same scratch, when x goes in bf16 pairs
         float* carry = blocked ? detail::thread_scratch(1, static_cast<std::size_t>(tiles.count) * kCarry) : nullptr;
-        for (int i = 0; taken.fetch_add(1, std::memory_order_relaxed) < g_end - g_begin; ++i) {
+        // Claims of an eighth of what was left at the last claim (at least one group): the two ends
+        // share the counter's cache line, and a claim per group took ~2% of a 16-node forward.
+        const int total = g_end - g_begin;
+        for (int i = 0, have = 0, seen = 0;; ++i, --have) {
+            if (have == 0) {
+                const int want = std::max(1, (total - seen) / 8);
+                const int at = taken.fetch_add(want, std::memory_order_relaxed);
+                if (at >= total) break;
+                have = std::min(want, total - at);
+                seen = at + have;
+            }
             const int g = backward ? g_end - 1 - i : g_begin + i;
             const int j0 = g * kPanelGroupRows;
             const WT* Wg = W.data() + static_cast<std::size_t>(j0) * kp;
@@ -409,12 +429,11 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
                 if constexpr (std::is_same_v<WT, bf16>) {
                     if (pairs) {
                         const auto* xt = xp32 + static_cast<std::size_t>(i0) * (kp / 2);
-                        return detail::panel_tile_dispatch<WT, std::uint32_t>(tiles.rows(t), yt, m, xt, Wg, kp, m - j0, pf, pf_end,
-                                                                              p0, p1, carry);
+                        return tile_pairs[tiles.rows(t) - tiles.base](yt, m, xt, Wg, kp, m - j0, pf, pf_end, p0, p1, carry);
                     }
                 }
-                detail::panel_tile_dispatch<WT, float>(tiles.rows(t), yt, m, xp + static_cast<std::size_t>(i0) * kp, Wg, kp,
-                                                       m - j0, pf, pf_end, p0, p1, carry);
+                tile_floats[tiles.rows(t) - tiles.base](yt, m, xp + static_cast<std::size_t>(i0) * kp, Wg, kp, m - j0, pf, pf_end,
+                                                        p0, p1, carry);
             };
             if (blocked) {
                 // Two or three tiles: all of them over one block of k steps while it is in L1, then the
