@@ -364,11 +364,11 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
         }
         return xp;
     };
-    // Two tasks per run of whole groups, one from each end, claiming a group at a time until they
-    // meet: each task's W is one sequential stream whose next group is pulled towards L2 while it
-    // works, and the work balances itself when one core runs slower (a shared machine: with a fixed
-    // half each, one thread spun for ~10% of an n = 16 forward; both ends, in-process A/B on the
-    // ~110M shape, bf16: n = 16 10.55 -> 9.99 ms, n = 1 4.42 -> 4.24 ms, medians of 10 and 8).
+    // Two tasks per run of whole groups, one from each end, claiming groups until they meet: each
+    // task's W is one sequential stream whose next group is pulled towards L2 while it works, and the
+    // work balances itself when one core runs slower (a shared machine: with a fixed half each, one
+    // thread spun for ~10% of an n = 16 forward; both ends, in-process A/B on the ~110M shape, bf16:
+    // n = 16 10.55 -> 9.99 ms, n = 1 4.42 -> 4.24 ms, medians of 10 and 8).
     // Within a group, two or three x tiles go block by block over k, others one after the other (see
     // below). Measured on the ~110M shape, 2 threads: prefetching at all, f32 n = 32 19.7 -> 17.3 ms
     // (products alone, alternating runs); one stream per thread instead of four tasks each, bf16
@@ -449,8 +449,8 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
                         pf = next;
                         pf_end = next + std::min<std::ptrdiff_t>(next_bytes, kBlockSteps * row_bytes);
                     }
-                    for (int t = 0; t < tiles.count; ++t)
-                        tile(t, p0, p1, t == 0 ? pf : nullptr, t == 0 ? pf_end : nullptr, carry + t * kCarry);
+                    for (int t = 0; t < tiles.count; ++t)  // the later tiles prefetch nothing: an empty range
+                        tile(t, p0, p1, t == 0 ? pf : pf_end, pf_end, carry + t * kCarry);
                 }
                 continue;
             }
