@@ -56,16 +56,21 @@ inline bool tree_attention_available() {
 }
 
 #if defined(__x86_64__)
-/// Prefetches the first hd floats of rows [r_begin, min(r_end, rows)), ld apart, to L1 or to L2. Key
-/// and value rows of one head are a whole cache row (kvd floats) apart, which defeats the hardware
-/// prefetcher, and after a forward's weights have streamed through they come from memory.
+/// Key and value rows of one head are a whole cache row (kvd floats) apart, which defeats the hardware
+/// prefetcher, and after a forward's weights have streamed through they come from memory. So the
+/// kernels prefetch them, one line per load or per k step rather than a block's worth at once: issued
+/// 64 at a time most of them were lost (AMD Zen 5, ~110M shape, a layer's attention with a cold
+/// cache, 2 threads, in-process A/B: one query 62-77 -> 37-47 us, 16 queries 123-135 -> 78-93 us;
+/// in the forward 0.78 -> 0.47 ms and 1.55 -> 1.0 ms of 12 layers).
+inline void prefetch_line(const float* at, bool l1) {
+    if (l1) _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T0);
+    else _mm_prefetch(reinterpret_cast<const char*>(at), _MM_HINT_T1);
+}
+/// The first hd floats of rows [r_begin, min(r_end, rows)), ld apart, to L1 or to L2 (a kernel's
+/// first blocks, and its values while it reads the keys).
 inline void prefetch_rows(const float* base, std::ptrdiff_t ld, int r_begin, int r_end, int rows, int hd, bool l1) {
     for (int r = r_begin; r < std::min(r_end, rows); ++r)
-        for (int d = 0; d < hd; d += 16) {
-            const char* line = reinterpret_cast<const char*>(base + r * ld + d);
-            if (l1) _mm_prefetch(line, _MM_HINT_T0);
-            else _mm_prefetch(line, _MM_HINT_T1);
-        }
+        for (int d = 0; d < hd; d += 16) prefetch_line(base + r * ld + d, l1);
 }
 #endif
 
@@ -76,22 +81,35 @@ inline void prefetch_rows(const float* base, std::ptrdiff_t ld, int r_begin, int
 
 /// Scores of RB key rows against 16 query lanes: s[j][lane] = k_j · q_lane over hd, where qt holds
 /// the queries transposed (hd rows, ldq apart) and k_j = k + j * ldk. Masked lanes get -inf.
+/// Meanwhile the first pk_rows rows at pk go to L1 and pv_rows at pv to L2, a line per k step.
 template <int RB>
 SPECDEC_TARGET_AVX512 inline void tree_scores(float* s, int lds, const float* qt, int ldq, const float* k,
-                                             std::ptrdiff_t ldk, int hd, const __mmask16* visible) {
+                                             std::ptrdiff_t ldk, int hd, const __mmask16* visible,
+                                             const float* pk = nullptr, int pk_rows = 0, const float* pv = nullptr,
+                                             int pv_rows = 0) {
     // Even and odd d into separate accumulators: 2 RB independent FMA chains (8 would just cover the
     // latency of two FMA pipes, with no slack).
     __m512 acc[2][RB];
 #pragma GCC unroll 8
     for (int j = 0; j < RB; ++j) acc[0][j] = acc[1][j] = _mm512_setzero_ps();
+    const int lines = (hd + 15) / 16;  // per row
+    int line = 0, pf_row = 0;
+    const auto prefetch_next = [&] {
+        if (pf_row < pk_rows) prefetch_line(pk + pf_row * ldk + 16 * line, true);
+        if (pf_row < pv_rows) prefetch_line(pv + pf_row * ldk + 16 * line, false);
+        if (++line == lines) line = 0, ++pf_row;
+    };
     int d = 0;
-    for (; d + 2 <= hd; d += 2)
+    for (; d + 2 <= hd; d += 2) {
+        prefetch_next();
 #pragma GCC unroll 2
         for (int u = 0; u < 2; ++u) {
             const __m512 q = _mm512_loadu_ps(qt + static_cast<std::ptrdiff_t>(d + u) * ldq);
 #pragma GCC unroll 8
             for (int j = 0; j < RB; ++j) acc[u][j] = _mm512_fmadd_ps(_mm512_set1_ps(k[j * ldk + d + u]), q, acc[u][j]);
         }
+    }
+    while (pf_row < std::max(pk_rows, pv_rows)) prefetch_next();
     if (d < hd) {
         const __m512 q = _mm512_loadu_ps(qt + static_cast<std::ptrdiff_t>(d) * ldq);
 #pragma GCC unroll 8
@@ -168,7 +186,7 @@ template <class Seen>
 SPECDEC_TARGET_AVX512 void single_query(float* out, const float* q, const float* k, const float* v, std::ptrdiff_t ld,
                                         int rows, int hd, float scale, float* sc, Seen&& seen) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    // Keys two blocks ahead to L1, the block's values to L2 (prefetch_rows).
+    // Keys two blocks ahead to L1, one line with each load; the block's values to L2 (prefetch_line).
     const auto prefetch = [&](const float* base, int r_begin, int r_end, bool l1) {
         prefetch_rows(base, ld, r_begin, r_end, rows, hd, l1);
     };
@@ -176,7 +194,6 @@ SPECDEC_TARGET_AVX512 void single_query(float* out, const float* q, const float*
     __m512 mx = ninf;
     for (int r0 = 0; r0 < rows; r0 += 16) {
         const int nr = std::min(16, rows - r0);
-        prefetch(k, r0 + 32, r0 + 48, true);
         prefetch(v, r0, r0 + 16, false);
         __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};  // even and odd d, as in tree_scores
         for (int d0 = 0; d0 < hd; d0 += 16) {
@@ -184,8 +201,10 @@ SPECDEC_TARGET_AVX512 void single_query(float* out, const float* q, const float*
             const auto dmask = static_cast<__mmask16>((1u << left) - 1u);
             __m512 kt[16];
 #pragma GCC unroll 16
-            for (int j = 0; j < 16; ++j)
+            for (int j = 0; j < 16; ++j) {
+                prefetch_line(k + std::min(r0 + 32 + j, rows - 1) * ld + d0, true);
                 kt[j] = j < nr ? _mm512_maskz_loadu_ps(dmask, k + (r0 + j) * ld + d0) : _mm512_setzero_ps();
+            }
             transpose16(kt);  // kt[e]: element d0 + e of rows r0 .. r0 + 15
             if (left == 16) {
 #pragma GCC unroll 16
@@ -311,7 +330,7 @@ public:
             lanes_from_rows(qh, 16, [&](int r) { return row_of(q, kvh, 16 * w + r); }, lanes, s.hd);
 
             // Each block of scores pulls the keys two blocks ahead to L1 and its own rows' values to
-            // L2 (prefetch_rows).
+            // L2, a line per k step (prefetch_line).
             const auto prefetch = [&](const float* base, int r_begin, int r_end, int hint) {
                 prefetch_rows(base, kvd, r_begin, r_end, rows, s.hd, hint == 0);
             };
@@ -323,10 +342,10 @@ public:
             __mmask16 vis[8];
             int r = 0;
             for (; r + 8 <= rows; r += 8) {  // 8 key rows at a time: 16 accumulators hide the FMA latency
-                prefetch(k, r + 16, r + 24, 0);
-                prefetch(v, r, r + 8, 1);
                 for (int j = 0; j < 8; ++j) vis[j] = lanes_of(r + j);
-                tree_scores<8>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis);
+                const int ahead = std::clamp(rows - (r + 16), 0, 8);  // key rows two blocks on
+                tree_scores<8>(sc + static_cast<std::size_t>(r) * 16, 16, qh, 16, row(r), kvd, s.hd, vis,
+                               row(ahead > 0 ? r + 16 : r), ahead, v + static_cast<std::size_t>(r) * kvd, 8);
             }
             prefetch(v, r, rows, 1);
             for (; r < rows; ++r) {
