@@ -420,7 +420,7 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
             const bool has_next = g_next >= g_begin && g_next < g_end;
             const WT* Wnext = has_next ? W.data() + static_cast<std::size_t>(g_next) * kPanelGroupRows * kp : Wg;
             const char* next = reinterpret_cast<const char*>(Wnext);
-            const std::ptrdiff_t next_bytes = has_next ? group_bytes : 0;
+            std::ptrdiff_t next_bytes = has_next ? group_bytes : 0;
             // One tile of this group's k steps [p0, p1): pf..pf_end prefetched meanwhile, sums carried
             // in `carry` between blocks.
             const auto tile = [&](int t, int p0, int p1, const char* pf, const char* pf_end, float* carry) {
@@ -456,8 +456,13 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
             }
             // Otherwise the tiles one after the other over the whole group. The first streams its W
             // from memory; the later ones find it in L2 and are compute-bound, so they prefetch the
-            // next group, each a share (a lone tile, bound by memory anyway, prefetches all of it).
-            // With four tiles the first joining was slower (n = 32, +15%).
+            // next group, each a share (a lone bf16 tile prefetches all of it). With four tiles the
+            // first joining was slower (n = 32, +15%). A lone f32 tile (1-9 rows) prefetches nothing:
+            // the hardware prefetcher alone kept up better with its 144 KiB groups (~110M shape,
+            // whole forwards, in-process A/B, medians of 6-8: n = 1 10.0 -> 7.1 ms, n = 2 9.6 -> 8.2,
+            // n = 8 15.0 -> 14.3, n = 9 13.2 -> 10.8, every round; n = 4 even). A lone bf16 tile still
+            // gains from it (n = 8 6.2 -> 5.6 ms; n = 1 even).
+            if (tiles.count == 1 && std::is_same_v<WT, float>) next_bytes = 0;
             const int sharers = std::max(1, tiles.count - 1);
             const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
             for (int t = 0; t < tiles.count; ++t) {
