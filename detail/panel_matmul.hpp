@@ -382,6 +382,8 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
     // rows were slower; 64 no better for f32), and the sums a tile carries between blocks.
     constexpr int kBlockSteps = 32 * PanelMatrix<WT>::kStep, kCarry = kPanelMaxTileRows * kPanelGroupRows;
     const bool blocked = tiles.count == 2 || tiles.count == 3;
+    // Whether a task prefetches its next group: not for a lone f32 tile (measured below).
+    const bool prefetch_next = !(tiles.count == 1 && std::is_same_v<WT, float>);
     const int runs = (parts + 1) / 2;
     const auto run_start = [&](int r) { return static_cast<int>(std::int64_t{groups} * std::min(2 * r, parts) / parts); };
     struct alignas(64) Claimed {
@@ -420,7 +422,7 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
             const bool has_next = g_next >= g_begin && g_next < g_end;
             const WT* Wnext = has_next ? W.data() + static_cast<std::size_t>(g_next) * kPanelGroupRows * kp : Wg;
             const char* next = reinterpret_cast<const char*>(Wnext);
-            std::ptrdiff_t next_bytes = has_next ? group_bytes : 0;
+            const std::ptrdiff_t next_bytes = has_next && prefetch_next ? group_bytes : 0;
             // One tile of this group's k steps [p0, p1): pf..pf_end prefetched meanwhile, sums carried
             // in `carry` between blocks.
             const auto tile = [&](int t, int p0, int p1, const char* pf, const char* pf_end, float* carry) {
@@ -461,8 +463,7 @@ void panel_matmul(ThreadPool& pool, float* y, const float* x, const PanelMatrix<
             // the hardware prefetcher alone kept up better with its 144 KiB groups (~110M shape,
             // whole forwards, in-process A/B, medians of 6-8: n = 1 10.0 -> 7.1 ms, n = 2 9.6 -> 8.2,
             // n = 8 15.0 -> 14.3, n = 9 13.2 -> 10.8, every round; n = 4 even). A lone bf16 tile still
-            // gains from it (n = 8 6.2 -> 5.6 ms; n = 1 even).
-            if (tiles.count == 1 && std::is_same_v<WT, float>) next_bytes = 0;
+            // gains from it (n = 8 6.2 -> 5.6 ms; n = 1 even): see prefetch_next above.
             const int sharers = std::max(1, tiles.count - 1);
             const std::ptrdiff_t share = (next_bytes / sharers + 63) / 64 * 64;
             for (int t = 0; t < tiles.count; ++t) {
