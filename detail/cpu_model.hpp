@@ -17,6 +17,7 @@
 #include "matmul.hpp"
 #include "huge_pages.hpp"
 #include "panel_matmul.hpp"
+#include "row_ops.hpp"
 #include "softmax.hpp"
 #include "thread_pool.hpp"
 #include "tree.hpp"
@@ -27,23 +28,6 @@
 namespace specdec {
 
 namespace detail {
-
-inline void rmsnorm(float* out, const float* x, const float* weight, int d, float eps) {
-    const float inv = 1.0f / std::sqrt(static_cast<float>(sum_squares(x, d) / d) + eps);
-    for (int i = 0; i < d; ++i) out[i] = x[i] * inv * weight[i];
-}
-
-/// HF Llama's rotate-half RoPE: dimension i pairs with i + hd/2 (not interleaved), so HF checkpoints
-/// load without permuting q_proj/k_proj. `cs` holds (cos, sin) of pos * theta^(-2i/hd) for i < hd/2.
-inline void rope(float* head, int head_dim, const float* cs) {
-    const int half = head_dim / 2;
-    for (int i = 0; i < half; ++i) {
-        const float c = cs[2 * i], s = cs[2 * i + 1];
-        const float x0 = head[i], x1 = head[i + half];
-        head[i] = x0 * c - x1 * s;
-        head[i + half] = x1 * c + x0 * s;
-    }
-}
 
 /// Without AVX-512 (where tree_attention.hpp does all of it), from this many query nodes on the fast
 /// model computes attention as matrix products (CpuModel::attend_blocked); a single node takes
@@ -281,39 +265,32 @@ public:
         const Attention path = attention_path(n);
         if (path == Attention::kTree || path == Attention::kBlocked) build_tree_mask(visible, N);
         // RoPE angles once per node (position cache_len + depth), shared by every head and layer.
-        rope_cs_.resize(nn * hd);
-        for (int i = 0; i < n; ++i) {
-            const int pos = cache_len_ + tree[first + i].depth;
-            for (int j = 0; j < hd / 2; ++j) {
-                const double a = pos * inv_freq_[j];
-                rope_cs_[static_cast<std::size_t>(i) * hd + 2 * j] = static_cast<float>(std::cos(a));
-                rope_cs_[static_cast<std::size_t>(i) * hd + 2 * j + 1] = static_cast<float>(std::sin(a));
-            }
-        }
+        std::vector<int> positions(nn);
+        for (int i = 0; i < n; ++i) positions[i] = cache_len_ + tree[first + i].depth;
+        detail::rope_table(rope_cs_, positions, inv_freq_);
+
+        // The steps between products run per row; the fast model spreads rows over the pool.
+        const bool fast = !opt_.reference;
+        const auto rows = [&](auto&& f) { detail::for_rows(*opt_.pool, n, fast, f); };
+        const float eps = cfg_.rms_norm_eps;
+        const auto row = [](std::vector<float>& v, int i, int width) { return v.data() + static_cast<std::size_t>(i) * width; };
 
         for (int i = 0; i < n; ++i)
-            std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, &x_[i * D]);
+            std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, row(x_, i, D));
         capture(0);
+        const float* first_norm = cfg_.num_hidden_layers > 0 ? w_.layers[0].attn_norm.data() : w_.norm.data();
+        rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
         for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
             const LayerWeights& lw = w_.layers[l];
             float* kc = layer_rows(k_cache_, l);
             float* vc = layer_rows(v_cache_, l);
-            for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], lw.attn_norm.data(), D, cfg_.rms_norm_eps);
-            // q, k and v in one product over the fused (H*hd + 2*Hkv*hd, D) matrix.
-            const int qkv_dim = H * hd + 2 * kvd;
+            // q, k and v in one product over the fused (H*hd + 2*Hkv*hd, D) matrix; xb_ holds the normed x.
             linear(qkv_.data(), xb_.data(), mats_[l].qkv, n);
-            for (int i = 0; i < n; ++i) {
-                const float* row = &qkv_[static_cast<std::size_t>(i) * qkv_dim];
-                const float* cs = &rope_cs_[static_cast<std::size_t>(i) * hd];
-                float* q = &q_[static_cast<std::size_t>(i) * H * hd];
-                float* k = kc + static_cast<std::size_t>(cache_len_ + first + i) * kvd;
-                float* v = vc + static_cast<std::size_t>(cache_len_ + first + i) * kvd;
-                std::copy_n(row, H * hd, q);
-                std::copy_n(row + H * hd, kvd, k);
-                std::copy_n(row + H * hd + kvd, kvd, v);
-                for (int h = 0; h < H; ++h) detail::rope(q + h * hd, hd, cs);
-                for (int h = 0; h < cfg_.num_key_value_heads; ++h) detail::rope(k + h * hd, hd, cs);
-            }
+            rows([&](int i) {
+                const std::size_t at = static_cast<std::size_t>(cache_len_ + first + i) * kvd;
+                detail::split_qkv(row(qkv_, i, H * hd + 2 * kvd), row(q_, i, H * hd), kc + at, vc + at, H,
+                                  cfg_.num_key_value_heads, hd, row(rope_cs_, i, hd), fast);
+            });
             switch (path) {
                 case Attention::kLoop: attend(kc, vc, visible); break;
                 case Attention::kOne: attend_one(kc, vc, visible[0]); break;
@@ -323,21 +300,21 @@ public:
                 case Attention::kBlocked: attend_blocked(kc, vc, first, N); break;
             }
             linear(xb_.data(), att_.data(), mats_[l].wo, n);
-            for (std::size_t j = 0; j < nn * D; ++j) x_[j] += xb_[j];
+            rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), lw.mlp_norm.data(), D, eps, fast); });
 
             // SwiGLU over the fused (2F, D) gate|up matrix.
-            for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], lw.mlp_norm.data(), D, cfg_.rms_norm_eps);
             linear(gate_up_.data(), xb_.data(), mats_[l].gate_up, n);
-            for (int i = 0; i < n; ++i) {
-                const float* g = &gate_up_[static_cast<std::size_t>(i) * 2 * Fw];
-                float* h = &hidden_mlp_[static_cast<std::size_t>(i) * Fw];
-                detail::swiglu(h, g, g + Fw, Fw, !opt_.reference);
-            }
+            rows([&](int i) {
+                const float* g = row(gate_up_, i, 2 * Fw);
+                detail::swiglu(row(hidden_mlp_, i, Fw), g, g + Fw, Fw, fast);
+            });
             linear(xb_.data(), hidden_mlp_.data(), mats_[l].down, n);
-            for (std::size_t j = 0; j < nn * D; ++j) x_[j] += xb_[j];
-            if (l + 1 < cfg_.num_hidden_layers) capture(l + 1);
+            // The residual add, then the next layer's attention norm (or the final norm) on the same row.
+            const bool last = l + 1 == cfg_.num_hidden_layers;
+            const float* next_norm = last ? w_.norm.data() : w_.layers[l + 1].attn_norm.data();
+            rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), next_norm, D, eps, fast); });
+            if (!last) capture(l + 1);
         }
-        for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.norm.data(), D, cfg_.rms_norm_eps);
         std::swap(x_, xb_);
         capture(cfg_.num_hidden_layers);  // HF's last hidden state is the normed one
         linear(logits_.data(), x_.data(), head_, n);

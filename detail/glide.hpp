@@ -390,8 +390,8 @@ public:
             visible[i] = tree.path_to(first + i);
             positions_[i] = cache_len_ + tree[first + i].depth;
         }
-        rope_table(rope_cs_, inv_freq_);
-        rope_table(cross_cs_, cross_inv_freq_);
+        detail::rope_table(rope_cs_, positions_, inv_freq_);
+        detail::rope_table(cross_cs_, positions_, cross_inv_freq_);
 
         for (int i = 0; i < n; ++i)
             std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, &x_[i * D]);
@@ -400,7 +400,9 @@ public:
             if (cfg_.glide_cross_attention) cross_attention(m);  // GLIDE §4.1: between self-attention and FFN
             feed_forward(m);
         }
-        for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.norm.data(), D, c.rms_norm_eps);
+        rows([&](int i) {
+            detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.norm.data(), D, c.rms_norm_eps, !opt_.reference);
+        });
         linear(logits_.data(), xb_.data(), head_, n);
         return Rows{logits_, V};
     }
@@ -459,22 +461,17 @@ private:
         const Config& c = cfg_.draft;
         const int n = static_cast<int>(visible.size()), D = c.hidden_size, hd = c.head_dim();
         const int H = c.num_attention_heads, kvd = c.kv_dim(), qkv_dim = H * hd + 2 * kvd;
-        for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].attn_norm.data(), D, c.rms_norm_eps);
+        rows([&](int i) {
+            detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].attn_norm.data(), D, c.rms_norm_eps, !opt_.reference);
+        });
         linear(qkv_.data(), xb_.data(), mats_[m].qkv, n);
         float* kc = layer_rows(k_cache_, m);
         float* vc = layer_rows(v_cache_, m);
-        for (int i = 0; i < n; ++i) {
-            const float* row = &qkv_[static_cast<std::size_t>(i) * qkv_dim];
-            const float* cs = &rope_cs_[static_cast<std::size_t>(i) * hd];
-            float* q = &q_[static_cast<std::size_t>(i) * H * hd];
-            float* k = kc + static_cast<std::size_t>(cache_len_ + first + i) * kvd;
-            float* v = vc + static_cast<std::size_t>(cache_len_ + first + i) * kvd;
-            std::copy_n(row, H * hd, q);
-            std::copy_n(row + H * hd, kvd, k);
-            std::copy_n(row + H * hd + kvd, kvd, v);
-            for (int h = 0; h < H; ++h) detail::rope(q + h * hd, hd, cs);
-            for (int h = 0; h < c.num_key_value_heads; ++h) detail::rope(k + h * hd, hd, cs);
-        }
+        rows([&](int i) {
+            const std::size_t at = static_cast<std::size_t>(cache_len_ + first + i) * kvd;
+            detail::split_qkv(&qkv_[static_cast<std::size_t>(i) * qkv_dim], &q_[static_cast<std::size_t>(i) * H * hd], kc + at,
+                              vc + at, H, c.num_key_value_heads, hd, &rope_cs_[static_cast<std::size_t>(i) * hd], !opt_.reference);
+        });
         self_attend(kc, vc, visible);
         linear(xb_.data(), att_.data(), mats_[m].wo, n);
         add_into_x();
@@ -486,12 +483,15 @@ private:
         const Config& c = cfg_.draft;
         const int n = static_cast<int>(positions_.size()), D = c.hidden_size;
         const int hdc = cfg_.glide_cross_head_dim, cq = cfg_.cross_dim();
-        for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].cross_norm.data(), D, c.rms_norm_eps);
+        rows([&](int i) {
+            detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].cross_norm.data(), D, c.rms_norm_eps, !opt_.reference);
+        });
         linear(cross_q_.data(), xb_.data(), mats_[m].cross_q, n);
-        for (int i = 0; i < n; ++i)
+        rows([&](int i) {
             for (int h = 0; h < cfg_.glide_cross_heads; ++h)
                 detail::rope(&cross_q_[static_cast<std::size_t>(i) * cq + h * hdc], hdc,
-                             &cross_cs_[static_cast<std::size_t>(i) * hdc]);
+                             &cross_cs_[static_cast<std::size_t>(i) * hdc], !opt_.reference);
+        });
         cross_attend(target_->kv(cfg_.target_layer(m)));
         linear(xb_.data(), cross_att_.data(), mats_[m].cross_o, n);
         add_into_x();
@@ -501,13 +501,14 @@ private:
     void feed_forward(int m) {
         const Config& c = cfg_.draft;
         const int n = static_cast<int>(positions_.size()), D = c.hidden_size, Fw = c.intermediate_size;
-        for (int i = 0; i < n; ++i) detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].mlp_norm.data(), D, c.rms_norm_eps);
+        rows([&](int i) {
+            detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].mlp_norm.data(), D, c.rms_norm_eps, !opt_.reference);
+        });
         linear(gate_up_.data(), xb_.data(), mats_[m].gate_up, n);
-        for (int i = 0; i < n; ++i) {
+        rows([&](int i) {
             const float* g = &gate_up_[static_cast<std::size_t>(i) * 2 * Fw];
-            float* h = &hidden_mlp_[static_cast<std::size_t>(i) * Fw];
-            detail::swiglu(h, g, g + Fw, Fw, !opt_.reference);
-        }
+            detail::swiglu(&hidden_mlp_[static_cast<std::size_t>(i) * Fw], g, g + Fw, Fw, !opt_.reference);
+        });
         linear(xb_.data(), hidden_mlp_.data(), mats_[m].down, n);
         add_into_x();
     }
@@ -523,16 +524,10 @@ private:
 
     void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
 
-    /// (n, hd/2, 2) cos and sin of positions_ · inv_freq, CpuModel's arithmetic (angles in double).
-    void rope_table(std::vector<float>& cs, const std::vector<double>& inv_freq) const {
-        const std::size_t half = inv_freq.size();
-        cs.resize(positions_.size() * 2 * half);
-        for (std::size_t i = 0; i < positions_.size(); ++i)
-            for (std::size_t j = 0; j < half; ++j) {
-                const double a = positions_[i] * inv_freq[j];
-                cs[(i * half + j) * 2] = static_cast<float>(std::cos(a));
-                cs[(i * half + j) * 2 + 1] = static_cast<float>(std::sin(a));
-            }
+    /// f(i) for every node i of this forward: the steps between products, per row (row_ops.hpp).
+    template <class F>
+    void rows(F&& f) {
+        detail::for_rows(*opt_.pool, static_cast<int>(positions_.size()), !opt_.reference, f);
     }
 
     /// out (hd) = softmax(q·k_r / √hd) · v_r over rows r = row(0..len-1) of k and v, whose rows are

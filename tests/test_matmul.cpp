@@ -1,4 +1,5 @@
-// Tests of detail/matmul.hpp and detail/thread_pool.hpp: every fast path against the reference.
+// Tests of detail/matmul.hpp, detail/panel_matmul.hpp, detail/row_ops.hpp and detail/thread_pool.hpp:
+// every fast path against the reference.
 #include "catch.hpp"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "detail/matmul.hpp"
 #include "detail/panel_matmul.hpp"
+#include "detail/row_ops.hpp"
 #include "detail/thread_pool.hpp"
 
 namespace {
@@ -222,6 +224,106 @@ TEST_CASE("dot and axpy match plain loops", "[matmul]") {
     auto y = b;
     specdec::axpy(y.data(), 0.5f, a.data(), k);
     for (int p = 0; p < k; ++p) CHECK_THAT(y[p], Catch::Matchers::WithinAbs(b[p] + 0.5f * a[p], 1e-6));
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The steps between products (row_ops.hpp): fast against the plain loops
+
+TEST_CASE("the fast RMSNorm (with its residual add) matches the plain loop over ragged widths", "[matmul][rows]") {
+    const int d = GENERATE(1, 7, 8, 15, 16, 17, 100, 768);
+    auto x = random_floats(std::size_t(d), 11), w = random_floats(std::size_t(d), 12);
+    const auto r = random_floats(std::size_t(d), 13);
+    std::vector<float> plain(d), fast(d);
+    specdec::detail::rmsnorm(plain.data(), x.data(), w.data(), d, 1e-5f);
+    specdec::detail::rmsnorm(fast.data(), x.data(), w.data(), d, 1e-5f, true);
+    // Both sum squares in double and then round once: the same 1/rms to within an ulp, and then the
+    // same two float products. Allowed: 4 ulp (2^-21) relative per output.
+    for (int i = 0; i < d; ++i) CHECK(std::fabs(fast[i] - plain[i]) <= 4.8e-7f * std::fabs(plain[i]));
+
+    // add_rmsnorm: x += r exactly (the residual stream keeps no rounding of its own), out may be r.
+    auto x2 = x, out = r;
+    specdec::detail::add_rmsnorm(out.data(), x2.data(), out.data(), w.data(), d, 1e-5f, true);
+    for (int i = 0; i < d; ++i) CHECK(x2[i] == x[i] + r[i]);
+    specdec::detail::rmsnorm(plain.data(), x2.data(), w.data(), d, 1e-5f);
+    for (int i = 0; i < d; ++i) CHECK(std::fabs(out[i] - plain[i]) <= 4.8e-7f * std::fabs(plain[i]));
+}
+
+TEST_CASE("the fast RoPE matches the plain loop over ragged head sizes and leaves the rest alone", "[matmul][rows]") {
+    const int hd = GENERATE(2, 6, 30, 32, 34, 48, 64, 96, 130);
+    const int half = hd / 2;
+    std::vector<float> cs;
+    const std::vector<int> positions{0, 7, 1000};
+    std::vector<double> inv_freq(half);
+    for (int j = 0; j < half; ++j) inv_freq[j] = std::pow(10000.0, -2.0 * j / hd);
+    specdec::detail::rope_table(cs, positions, inv_freq);
+    REQUIRE(cs.size() == positions.size() * std::size_t(hd));
+    CHECK(cs[std::size_t(hd + 2 * half - 1)] == float(std::sin(7.0 * inv_freq[half - 1])));  // (pos 7, last pair, sin)
+    for (std::size_t p = 0; p < positions.size(); ++p) {
+        // Two heads side by side plus a sentinel: each call rotates its own hd floats only.
+        auto x = random_floats(std::size_t(2 * hd + 1), 20 + std::uint32_t(p));
+        auto plain = x, fast = x;
+        const float* row = cs.data() + p * std::size_t(hd);
+        specdec::detail::rope(plain.data(), hd, row);
+        specdec::detail::rope(fast.data(), hd, row, true);
+        CHECK(fast[std::size_t(hd)] == x[std::size_t(hd)]);
+        CHECK(fast[std::size_t(2 * hd)] == x[std::size_t(2 * hd)]);
+        // Each output is a·b ± c·d: a fused multiply-add rounds once where the loop rounds twice, so
+        // they differ by at most an ulp or two of |a·b| + |c·d| <= |x_i| + |x_{i+half}|.
+        for (int i = 0; i < half; ++i) {
+            const double scale = std::fabs(x[i]) + std::fabs(x[i + half]);
+            CHECK(std::fabs(fast[i] - plain[i]) <= 2.4e-7 * scale);
+            CHECK(std::fabs(fast[i + half] - plain[i + half]) <= 2.4e-7 * scale);
+        }
+    }
+}
+
+TEST_CASE("the fast SwiGLU matches std::exp's over ragged widths, saturating like it", "[matmul][rows]") {
+    const int n = GENERATE(1, 15, 16, 17, 100, 2048);
+    auto g = random_floats(std::size_t(n), 30), u = random_floats(std::size_t(n), 31);
+    for (int j = 0; j < n; ++j) g[j] *= (j % 5 == 3 ? 120.0f : 8.0f);  // some beyond exp's range (|g| > 88)
+    std::vector<float> plain(n), fast(n);
+    specdec::detail::swiglu(plain.data(), g.data(), u.data(), n, false);
+    specdec::detail::swiglu(fast.data(), g.data(), u.data(), n, true);
+    // exp16 is within 2 ulp of expf, then one add, one divide and one product round: allow 8 ulp.
+    for (int j = 0; j < n; ++j) {
+        INFO("g " << g[j] << " u " << u[j]);
+        CHECK(std::fabs(fast[j] - plain[j]) <= 9.6e-7f * std::fabs(plain[j]));
+    }
+}
+
+TEST_CASE("split_qkv places q, k and v and rotates the q and k heads only", "[matmul][rows]") {
+    const int H = 3, Hkv = 1, hd = 6, qd = H * hd, kvd = Hkv * hd;
+    const auto row = random_floats(std::size_t(qd + 2 * kvd), 40);
+    std::vector<float> cs;
+    const std::vector<int> pos{5};
+    specdec::detail::rope_table(cs, pos, std::vector<double>{1.0, 0.1, 0.01});
+    for (const bool fast : {false, true}) {
+        std::vector<float> q(qd), k(kvd), v(kvd);
+        specdec::detail::split_qkv(row.data(), q.data(), k.data(), v.data(), H, Hkv, hd, cs.data(), fast);
+        std::vector<float> want(row.begin(), row.begin() + qd + kvd);
+        for (int h = 0; h < H + Hkv; ++h) specdec::detail::rope(want.data() + h * hd, hd, cs.data());
+        for (int i = 0; i < qd; ++i) CHECK_THAT(q[i], Catch::Matchers::WithinAbs(want[i], 1e-6));
+        for (int i = 0; i < kvd; ++i) CHECK_THAT(k[i], Catch::Matchers::WithinAbs(want[qd + i], 1e-6));
+        CHECK(v == std::vector<float>(row.begin() + qd + kvd, row.end()));
+    }
+}
+
+TEST_CASE("for_rows visits every row once: over the pool when parallel, in order on the caller if not", "[matmul][rows]") {
+    ThreadPool pool(3);
+    const int n = GENERATE(0, 1, 2, 37);
+    std::vector<std::atomic<int>> seen(std::size_t(n) + 1);
+    specdec::detail::for_rows(pool, n, true, [&](int i) { ++seen[std::size_t(i)]; });
+    for (int i = 0; i < n; ++i) CHECK(seen[std::size_t(i)] == 1);
+    std::vector<int> order;
+    const auto caller = std::this_thread::get_id();
+    bool on_caller = true;
+    specdec::detail::for_rows(pool, n, false, [&](int i) {
+        order.push_back(i);
+        on_caller = on_caller && std::this_thread::get_id() == caller;
+    });
+    CHECK(on_caller);
+    CHECK(order.size() == std::size_t(n));
+    CHECK(std::is_sorted(order.begin(), order.end()));
 }
 
 // ---------------------------------------------------------------------------------------------------
