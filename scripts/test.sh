@@ -19,7 +19,10 @@ cmake --build build/consumer -j "$jobs" >/dev/null
 ./build/consumer/consumer
 
 echo "== ASan + UBSan build + tests"
-cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECDEC_SANITIZE=ON -DSPECDEC_BUILD_EXAMPLES=OFF
+# -O1 -g1 (line tables: stack traces keep file and line): a test file took 77 s to compile at -O2 -g
+# under the sanitizers and 26 s at -O1 -g1, while the suite runs 71 s instead of 51 s.
+cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    -DSPECDEC_SANITIZE=ON -DSPECDEC_BUILD_EXAMPLES=OFF
 cmake --build build/asan -j "$jobs"
 ctest --test-dir build/asan --output-on-failure
 
