@@ -1,10 +1,10 @@
 // specdec/kernels.cuh — the CUDA kernels of the Llama forward, the KV commit, and sampling.
 // SPDX-License-Identifier: MIT
 //
-// Each kernel mirrors a piece of the float32 CPU reference (detail/cpu_model.hpp, detail/glide.hpp,
-// detail/sampling.hpp) and is tested against it in tests/cuda/test_cuda.cu. Each comes with a host
-// launcher `launch_*` that picks the grid and checks the launch; the models (detail/cuda_model.cuh,
-// detail/cuda_glide.cuh) only call launchers.
+// Each kernel mirrors a piece of the float32 CPU reference (detail/model/cpu_model.hpp, detail/methods/glide_cape/glide.hpp,
+// detail/core/sampling.hpp) and is tested against it in tests/cuda/test_cuda.cu. Each comes with a host
+// launcher `launch_*` that picks the grid and checks the launch; the models (detail/cuda/model.cuh,
+// detail/cuda/glide.cuh) only call launchers.
 //
 // Shapes: D width, H heads, Hkv kv-heads, hd head dim, F SwiGLU width, V vocab, C cache rows,
 // n rows computed in this forward, N nodes of the tree, T committed tokens, W mask words per node.
@@ -27,9 +27,9 @@
 #include <cstdint>
 #include <string>
 
-#include "detail/cuda_context.cuh"
-#include "detail/error.hpp"
-#include "detail/philox.hpp"
+#include "detail/cuda/context.cuh"
+#include "detail/core/error.hpp"
+#include "detail/core/philox.hpp"
 
 namespace specdec::kernels {
 
@@ -147,7 +147,7 @@ inline void launch_rope_table(cudaStream_t s, float* cs, const int* positions, c
 
 /// Rotates q in place in qkv (n, (H + 2·Hkv)·hd) = [q | k | v] per row, and writes rotated k and plain
 /// v as bf16 into cache row T + first + i of k_cache, v_cache (C, Hkv·hd). With Hkv = 0 it rotates the
-/// queries (n, H·hd) only and touches no cache: GLIDE's cross queries (detail/cuda_glide.cuh).
+/// queries (n, H·hd) only and touches no cache: GLIDE's cross queries (detail/cuda/glide.cuh).
 /// One block per (node, head): blocks 0..H-1 rotate q, H..H+Hkv-1 rotate k into the cache, the last
 /// Hkv copy v. (One block per node left a decode step waiting on one block's serial loads: 15 us for
 /// a 7B layer on an H100.)
@@ -192,7 +192,7 @@ inline void launch_rope_store_kv(cudaStream_t s, float* qkv, __nv_bfloat16* k_ca
 // N = 1 decode and N = 64 verification run the same kernel, the latter re-reading the cache N·G/16
 // times from L2 rather than N·G times.
 // Mask: tree row T + j is visible to node i iff bit j of mask row i is set (its ancestors and itself,
-// derived from parents on the host: detail/tree_mask.hpp); committed rows are visible to all.
+// derived from parents on the host: detail/core/tree_mask.hpp); committed rows are visible to all.
 // The same two kernels run GLIDE's cross-attention (PrefixAttention below): they are templates over the
 // problem, which says through keys() how many keys to split and which of them a query row sees.
 
@@ -394,7 +394,7 @@ __global__ void __launch_bounds__(kAttnWarps * 32) attention_partial(Attention a
 
 /// Merges the chunks of one (node, head): out = Σ_s e^(m_s - M) acc_s / Σ_s e^(m_s - M) l_s.
 /// In a tree M is finite (every node sees itself); a cross-attention query that sees no row has
-/// M = -inf and gets zeros, as the CPU reference (detail/glide.hpp).
+/// M = -inf and gets zeros, as the CPU reference (detail/methods/glide_cape/glide.hpp).
 template <class Attention>
 __global__ void attention_merge(Attention a) {
     const int row = blockIdx.x;  // i·H + h
@@ -609,11 +609,11 @@ inline void launch_gather_kv_rows(cudaStream_t s, __nv_bfloat16* k_cache, __nv_b
 // ---------------------------------------------------------------------------------------------------
 // Sampling: argmax, processed probabilities (temperature, top-k, top-p), inverse-CDF draws.
 // One block per row. These are not yet on the decode path (acceptance runs on the host); they exist so
-// device-side acceptance can follow, and are checked against detail/sampling.hpp.
+// device-side acceptance can follow, and are checked against detail/core/sampling.hpp.
 
 constexpr int kRowThreads = 1024;
 
-/// Index of the largest value; ties to the lowest index (detail/sampling.hpp's argmax).
+/// Index of the largest value; ties to the lowest index (detail/core/sampling.hpp's argmax).
 __device__ inline int block_argmax(const float* row, int V) {
     float best = -INFINITY;
     int at = INT_MAX;

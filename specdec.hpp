@@ -53,44 +53,62 @@
 // ## Contents (the include order below is the dependency order)
 #pragma once
 
-#include "detail/error.hpp"          // defines: specdec::error (every bad input throws it)
-#include "detail/bf16.hpp"           // defines: bf16, to_float, to_bf16
-#include "detail/rng.hpp"            // defines: philox4x32, StepRng, RngStream (counter-based randomness)
-#include "detail/thread_pool.hpp"    // defines: ThreadPool (the parallel loops' workers; the caller owns it)
-#include "detail/matmul.hpp"         // defines: matmul, matmul_reference, dot, axpy, cpu_features
-#include "detail/huge_pages.hpp"     // defines: HugePageAllocator, HugeVector (weights and KV cache on 2 MiB pages)
-#include "detail/panel_matmul.hpp"   // defines: PanelMatrix, panel_matmul, panels_available
-#include "detail/sampling.hpp"       // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
-#include "detail/views.hpp"          // defines: Rows (per-node logits), KvView
-#include "detail/tree.hpp"           // defines: Tree, Node, Draw, validate_path
-#include "detail/config.hpp"         // defines: Config (HF LlamaConfig fields)
-#include "detail/weights.hpp"        // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
-#include "detail/cpu_model.hpp"      // defines: CpuModel, ModelOptions, WeightFormat
-#include "detail/json.hpp"           // defines: json::Value, json::parse, json::dump
-#include "detail/safetensors.hpp"    // defines: SafetensorsFile, write_safetensors, DType
-#include "detail/checkpoint.hpp"     // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
-#include "detail/tokenizer.hpp"      // defines: Tokenizer (byte-level BPE, HF tokenizer.json)
-#include "detail/concepts.hpp"       // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
-                                     //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
-#include "detail/proposers.hpp"      // defines: ModelProposer, NoProposer
-#include "detail/glide.hpp"          // defines: GlideModel, GlideConfig, GlideWeights, load_glide_checkpoint (GLIDE's drafter)
-#include "detail/tree_builders.hpp"  // defines: RootOnly, Chain, KAryTree, DrawPolicy
-#include "detail/verifier.hpp"       // defines: TreeVerifier
-#include "detail/acceptors.hpp"      // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
-#include "detail/cascade.hpp"        // defines: Review, Horizontal, MaxGram, Lenience, KMatrix (CS Drafting)
-#include "detail/cape.hpp"           // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
-#include "detail/generate.hpp"       // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
-#include "detail/metrics.hpp"        // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
-#include "detail/progress.hpp"       // defines: ProgressLine (progress with ETA for long work)
-#include "detail/svg.hpp"            // defines: write_svg_chart, Series (loss curves, benchmark charts)
-#include "detail/train_layers.hpp"   // defines: train:: layer forward/backward pairs, losses, AttentionMask
-#include "detail/train_model.hpp"    // defines: train::TrainableLlama (forward + hand-written backward)
-#include "detail/optimizer.hpp"      // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
-#include "detail/dataset.hpp"        // defines: train::TokenFile, random_windows, evaluate, teacher cache
-#include "detail/train_glide.hpp"    // defines: train::TrainableGlide, glide_block_mask, target_kv
-#include "detail/max_gram.hpp"       // defines: max_gram, Bigram, longest_earlier_suffix (CS Drafting's MaG)
-#include "detail/cascade_analytics.hpp"  // defines: cs_pgf, cs_ewif_sd, cs_ewif_vertical, cs_ewif_horizontal
+// ---- core: the vocabulary of decoding (trees, sampling, randomness, the concepts)
+#include "detail/core/error.hpp"                      // defines: specdec::error (every bad input throws it)
+#include "detail/core/rng.hpp"                        // defines: philox4x32, StepRng, RngStream (counter-based randomness)
+#include "detail/core/sampling.hpp"                   // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
+#include "detail/core/views.hpp"                      // defines: Rows (per-node logits), KvView
+#include "detail/core/tree.hpp"                       // defines: Tree, Node, Draw, validate_path
+#include "detail/core/concepts.hpp"                   // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
+                                                      //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
+
+// ---- util: progress lines and charts
+#include "detail/util/progress.hpp"                   // defines: ProgressLine (progress with ETA for long work)
+#include "detail/util/svg.hpp"                        // defines: write_svg_chart, Series (loss curves, benchmark charts)
+
+// ---- model: the Llama and its CPU products
+#include "detail/model/bf16.hpp"                      // defines: bf16, to_float, to_bf16
+#include "detail/model/thread_pool.hpp"               // defines: ThreadPool (the parallel loops' workers; the caller owns it)
+#include "detail/model/matmul.hpp"                    // defines: matmul, matmul_reference, dot, axpy, cpu_features
+#include "detail/model/huge_pages.hpp"                // defines: HugePageAllocator, HugeVector (weights and KV cache on 2 MiB pages)
+#include "detail/model/panel_matmul.hpp"              // defines: PanelMatrix, panel_matmul, panels_available
+#include "detail/model/config.hpp"                    // defines: Config (HF LlamaConfig fields)
+#include "detail/model/weights.hpp"                   // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
+#include "detail/model/cpu_model.hpp"                 // defines: CpuModel, ModelOptions, WeightFormat
+
+// ---- io: file formats
+#include "detail/io/json.hpp"                         // defines: json::Value, json::parse, json::dump
+#include "detail/io/safetensors.hpp"                  // defines: SafetensorsFile, write_safetensors, DType
+#include "detail/io/checkpoint.hpp"                   // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
+#include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level BPE, HF tokenizer.json)
+
+// ---- policies: the generic Proposers, TreeBuilders, Verifier and Acceptors
+#include "detail/policies/proposers.hpp"              // defines: ModelProposer, NoProposer
+#include "detail/policies/tree_builders.hpp"          // defines: RootOnly, Chain, KAryTree, DrawPolicy
+#include "detail/policies/verifier.hpp"               // defines: TreeVerifier
+#include "detail/policies/acceptors.hpp"              // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
+
+// ---- train: training against a frozen target
+#include "detail/train/layers.hpp"                    // defines: train:: layer forward/backward pairs, losses, AttentionMask
+#include "detail/train/trainable_llama.hpp"           // defines: train::TrainableLlama (forward + hand-written backward)
+#include "detail/train/optimizer.hpp"                 // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
+#include "detail/train/dataset.hpp"                   // defines: train::TokenFile, random_windows, evaluate, teacher cache
+
+// ---- loop: the decoding loop and its metrics
+#include "detail/loop/generate.hpp"                   // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
+#include "detail/loop/metrics.hpp"                    // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
+
+// ---- methods/cs_drafting: Cascade Speculative Drafting (cascade-speculative-drafting.txt)
+#include "detail/methods/cs_drafting/cascade.hpp"     // defines: Review, Horizontal, MaxGram, Lenience, KMatrix (CS Drafting)
+#include "detail/methods/cs_drafting/max_gram.hpp"    // defines: max_gram, Bigram, longest_earlier_suffix (CS Drafting's MaG)
+#include "detail/methods/cs_drafting/cascade_analytics.hpp"// defines: cs_pgf, cs_ewif_sd, cs_ewif_vertical, cs_ewif_horizontal
+
+// ---- methods/glide_cape: GLIDE with a CAPE (glide-cape.txt)
+#include "detail/methods/glide_cape/glide.hpp"        // defines: GlideModel, GlideConfig, GlideWeights, load_glide_checkpoint (GLIDE's drafter)
+#include "detail/methods/glide_cape/cape.hpp"         // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
+#include "detail/methods/glide_cape/train_glide.hpp"  // defines: train::TrainableGlide, glide_block_mask, target_kv
+
 #if defined(__CUDACC__)
-#include "detail/cuda_model.cuh"     // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
-#include "detail/cuda_glide.cuh"     // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
+#include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
+#include "detail/cuda/glide.cuh"                      // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
 #endif

@@ -25,7 +25,7 @@ enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)
 message(STATUS "specdec: CUDA backend on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
 
-# ---- the backend: headers (kernels.cuh, detail/cuda_*.cuh) + the CUDA runtime and cuBLASLt -------------
+# ---- the backend: headers (kernels.cuh, detail/cuda/*.cuh) + the CUDA runtime and cuBLASLt -------------
 add_library(specdec_cuda INTERFACE)
 add_library(specdec::cuda ALIAS specdec_cuda)
 target_link_libraries(specdec_cuda INTERFACE specdec::specdec CUDA::cudart CUDA::cublasLt)
@@ -35,7 +35,7 @@ target_link_libraries(specdec_cuda INTERFACE specdec::specdec CUDA::cudart CUDA:
 target_compile_options(specdec_cuda INTERFACE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20>)
 
 # Warnings are errors for nvcc's own diagnostics and for the host code it hands to g++.
-# Relaxed: nvcc's front end does not know `#pragma GCC unroll` (detail/matmul.hpp, for g++), which it
+# Relaxed: nvcc's front end does not know `#pragma GCC unroll` (detail/model/matmul.hpp, for g++), which it
 # reports as warning 1675; g++ still sees and applies the pragma.
 function(specdec_cuda_program target)
     target_link_libraries(${target} PRIVATE specdec::cuda)
@@ -47,11 +47,12 @@ endfunction()
 if(BUILD_TESTING)
     add_executable(specdec_cuda_tests tests/cuda/main.cpp tests/cuda/test_cuda.cu)
     target_include_directories(specdec_cuda_tests PRIVATE tests)
-    target_link_libraries(specdec_cuda_tests PRIVATE Catch2::Catch2)
+    target_link_libraries(specdec_cuda_tests PRIVATE Catch2::Catch2)  # its own runner (main.cpp)
     specdec_cuda_program(specdec_cuda_tests)
-    add_test(NAME specdec_cuda_tests COMMAND specdec_cuda_tests --order rand --warn NoAssertions)
-    # Exit code 77 = no usable GPU (tests/cuda/main.cpp): reported as skipped, never as passed.
-    set_tests_properties(specdec_cuda_tests PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
+    # One ctest entry per case, as for the CPU suites. Exit code 77 = no usable GPU (tests/cuda/main.cpp):
+    # reported as skipped, never as passed; listing the cases needs no GPU.
+    catch_discover_tests(specdec_cuda_tests TEST_PREFIX "cuda/" EXTRA_ARGS --warn NoAssertions
+        PROPERTIES SKIP_RETURN_CODE 77 LABELS cuda)
 endif()
 
 if(SPECDEC_BUILD_EXAMPLES)

@@ -13,11 +13,11 @@
 #include <string>
 
 #include "specdec.hpp"
-#include "detail/dataset.hpp"
-#include "detail/optimizer.hpp"
-#include "detail/progress.hpp"
-#include "detail/svg.hpp"
-#include "detail/train_model.hpp"
+#include "detail/train/dataset.hpp"
+#include "detail/train/optimizer.hpp"
+#include "detail/util/progress.hpp"
+#include "detail/util/svg.hpp"
+#include "detail/train/trainable_llama.hpp"
 
 using namespace specdec;
 using namespace specdec::train;

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "detail/cuda_model.cuh"
+#include "detail/cuda/model.cuh"
 #include "specdec.hpp"
 
 using namespace specdec;

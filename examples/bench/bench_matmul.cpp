@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
-#include "detail/bf16.hpp"
-#include "detail/huge_pages.hpp"
-#include "detail/matmul.hpp"
-#include "detail/panel_matmul.hpp"
-#include "detail/thread_pool.hpp"
+#include "detail/model/bf16.hpp"
+#include "detail/model/huge_pages.hpp"
+#include "detail/model/matmul.hpp"
+#include "detail/model/panel_matmul.hpp"
+#include "detail/model/thread_pool.hpp"
 #include "ceilings.hpp"
 
 namespace {

@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "detail/matmul.hpp"
-#include "detail/thread_pool.hpp"
+#include "detail/model/matmul.hpp"
+#include "detail/model/thread_pool.hpp"
 
 namespace bench {
 

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "catch.hpp"
-#include "detail/cuda_glide.cuh"
-#include "detail/cuda_model.cuh"
+#include "detail/cuda/glide.cuh"
+#include "detail/cuda/model.cuh"
 #include "helpers.hpp"
 #include "specdec.hpp"
 

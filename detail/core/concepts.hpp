@@ -1,0 +1,126 @@
+// specdec/detail/core/concepts.hpp — what the decoding loop needs from a model and from each policy.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <concepts>
+#include <span>
+#include <vector>
+
+#include "rng.hpp"
+#include "sampling.hpp"
+#include "tree.hpp"
+#include "views.hpp"
+
+namespace specdec {
+
+/// A decoder with a KV cache that scores every node of a token tree in one pass.
+/// Contract: `forward(tree, first)` returns logits (N - first, V) for nodes first..N-1, each node
+/// seeing the committed tokens, its ancestors and itself at position cache_len + depth; nodes before
+/// `first` are those of the previous forward. `commit(path)` appends the path's tokens to the cache.
+template <class M>
+concept LanguageModel = requires(M& m, const M& cm, const Tree& tree, std::span<const int> path, int n) {
+    { cm.vocab_size() } -> std::convertible_to<int>;
+    { cm.cache_len() } -> std::convertible_to<int>;
+    { cm.context_size() } -> std::convertible_to<int>;
+    { m.forward(tree, n) } -> std::same_as<Rows>;
+    m.commit(path);
+    m.truncate(n);
+    m.reset();
+};
+
+/// A model whose committed keys/values can be read (GLIDE's drafter attends to them).
+/// Contract: kv(l) covers exactly the committed rows 0..cache_len-1; never the rows of a pending tree.
+template <class M>
+concept ExposesKV = LanguageModel<M> && requires(const M& m, int layer) {
+    { m.num_layers() } -> std::convertible_to<int>;
+    { m.kv(layer) } -> std::same_as<KvView>;
+};
+
+/// A model that keeps chosen hidden states of its last forward (EDD, EAGLE/FSPAD read them).
+template <class M>
+concept ExposesHidden = LanguageModel<M> && requires(M& m, const M& cm, std::vector<int> layers, int i) {
+    m.capture_hidden(layers);
+    { cm.hidden(i) } -> std::same_as<Rows>;
+};
+
+/// What one speculative step produced, as drafters see it in observe().
+struct StepOutcome {
+    const Tree& tree;            // the tree the target verified
+    std::span<const int> path;   // accepted node indices, root first (the root is the old pending token)
+    int next_root = 0;           // the token now pending: the bonus token (or the next accepted one)
+};
+
+/// Everything a policy may read about the step in progress.
+struct StepContext {
+    const Sampling& sampling;
+    StepRng rng;                      // counter-based; builders use stream kDraft, acceptors kAccept
+    std::span<const int> tokens{};    // the text so far: prompt, then every committed token, ending with the root
+    int prompt_len = 0;               // how many of `tokens` are the prompt (Max-Gram looks there first)
+};
+
+/// What every drafter has: a vocabulary, `start(prompt)` (a new text whose last token is the pending
+/// root) and `observe(outcome)` (the target's verdict on a step). It must never touch the target's cache.
+template <class P>
+concept DrafterBase = requires(P& p, const P& cp, std::span<const int> tokens, const StepOutcome& outcome) {
+    { cp.vocab_size() } -> std::convertible_to<int>;
+    p.start(tokens);
+    p.observe(outcome);
+};
+
+/// A drafter that scores nodes and lets the builder choose tokens (a small LM, GLIDE, EAGLE):
+/// `propose(tree, nodes)` returns one logits row per requested node, in order, for a tree that only
+/// grew since the last call this step (node 0 is the root).
+template <class P>
+concept ScoresNodes = DrafterBase<P> && requires(P& p, std::span<const int> nodes, const Tree& tree) {
+    { p.propose(tree, nodes) } -> std::same_as<Rows>;
+};
+
+/// One drafted token and the law it came from, given the text before it (the acceptor's q).
+struct DraftToken {
+    int token = 0;
+    std::vector<float> q;  // (V) the distribution the token came from; empty: not known (Max-Gram)
+    bool sampled = false;  // true: drawn at random from q; false: chosen deterministically (q = one-hot)
+};
+using Draft = std::vector<DraftToken>;
+
+/// A drafter that chooses its tokens itself (Max-Gram, a cascade of reviewing drafters):
+/// `draft(after, limit, ctx)` continues ctx.tokens + `after` (drafts not yet verified) by at most
+/// `limit` tokens, each with the law it was drawn from, so that the target can still verify losslessly.
+template <class P>
+concept DraftsTokens = DrafterBase<P> && requires(P& p, std::span<const int> after, int limit, const StepContext& ctx) {
+    { p.draft(after, limit, ctx) } -> std::same_as<Draft>;
+};
+
+/// Supplies drafts in one of the two forms. A speculative decoder over (drafter, smaller drafter) is
+/// itself a DraftsTokens proposer, which is how cascades nest (CS Drafting's vertical cascade).
+template <class P>
+concept Proposer = ScoresNodes<P> || DraftsTokens<P>;
+
+/// Owns the search over a Proposer. Contract: returns a tree whose node 0 is a root holding
+/// `root_token`; other roots (a forest) are allowed; nodes drawn at random record the distribution
+/// they came from (Tree::set_child_dist on their parent).
+template <class B, class P>
+concept TreeBuilder = Proposer<P> && requires(B& b, P& p, int root_token, const StepContext& ctx) {
+    { b.build(p, root_token, ctx) } -> std::same_as<Tree>;
+};
+
+/// Runs the target over the tree. Contract: one row of logits per tree node, in tree order.
+template <class V, class M>
+concept Verifier = LanguageModel<M> && requires(V& v, M& target, const Tree& tree) {
+    { v.verify(target, tree) } -> std::same_as<Rows>;
+};
+
+/// The accepted path (node indices, root first) and the next token, sampled from the target.
+struct AcceptResult {
+    std::vector<int> path;
+    int bonus = 0;
+};
+
+/// Walks the tree against the target. Contract: states its precondition and throws specdec::error
+/// when a tree or sampling config violates it — never a silent change of distribution.
+template <class A>
+concept Acceptor = requires(A& a, const Tree& tree, Rows target_logits, const StepContext& ctx) {
+    { a.accept(tree, target_logits, ctx) } -> std::same_as<AcceptResult>;
+};
+
+}  // namespace specdec

@@ -1,0 +1,402 @@
+// specdec/detail/cuda/model.cuh — the CUDA Llama: bf16 weights and KV cache, one forward verifies a token tree.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../kernels.cuh"
+#include "../core/concepts.hpp"
+#include "../model/config.hpp"
+#include "context.cuh"
+#include "gemm.cuh"
+#include "weights.cuh"
+#include "../core/error.hpp"
+#include "../core/tree.hpp"
+#include "../core/tree_mask.hpp"
+#include "../core/views.hpp"
+#include "../model/weights.hpp"
+
+namespace specdec {
+
+/// Whether forward() replays CUDA graphs. One graph per tree size n is captured the first time that
+/// size runs (after an eager run that also builds the GEMM plans) and replayed afterwards: it removes
+/// the ~10 launches per layer of host overhead, which matters for small models at N = 1. Whether it
+/// pays on a given GPU is measured by examples/bench/bench_cuda.cu, so it is off by default.
+enum class CudaGraphs { kOff, kOn };
+
+struct CudaModelOptions {
+    int max_tree_nodes = 256;              // N per forward at most (KV scratch rows, staging, mask width)
+    CudaGraphs graphs = CudaGraphs::kOff;  // replay captured graphs per tree size
+    GemmOptions gemm{};                    // how the matrix products run (cuda/gemm.cuh)
+};
+
+/// Read access to one layer's committed keys and values on the device, for drafters that run there
+/// (GLIDE's cross-attention). Rows 0..len-1 of (C, Hkv*hd) bf16, RoPE applied to k.
+struct DeviceKv {
+    const __nv_bfloat16* k = nullptr;  // (len, Hkv*hd), row stride Hkv*hd
+    const __nv_bfloat16* v = nullptr;  // (len, Hkv*hd)
+    int len = 0;
+    int n_kv_heads = 0;
+    int head_dim = 0;
+};
+
+/// The Llama forward on one GPU, with CpuModel's interface and semantics (RMSNorm, rotate-half RoPE at
+/// position cache_len + depth, GQA tree attention over the committed cache plus each node's ancestors
+/// and itself, SwiGLU). Numerics: bf16 weights, KV cache and GEMM inputs; fp32 residual stream,
+/// accumulation and logits. KV cache per layer (C, Hkv*hd) with C = max_position_embeddings +
+/// max_tree_nodes; rows [0, T) committed, rows T + i hold tree node i of the current tree.
+///
+/// forward() returns host logits: it copies (n, V) floats back and waits for the GPU, because the
+/// acceptors run on the host. Device-side acceptance (kernels.cuh has argmax, processed
+/// probabilities and sampling with the host's Philox) is future work; until then the copy costs
+/// n·V·4 bytes per forward (128 KB at N = 1, V = 32000).
+class CudaModel {
+public:
+    CudaModel(Config config, const Weights& weights, CudaContext& ctx, CudaModelOptions options = {})
+        : CudaModel(config, upload_weights(config, weights), ctx, options) {}
+
+    CudaModel(Config config, DeviceWeights weights, CudaContext& ctx, CudaModelOptions options = {})
+        : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx, options.gemm) {
+        cfg_.validate();
+        detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
+            return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +
+                   std::to_string(w_.layers.size());
+        });
+        detail::require(opt_.max_tree_nodes > 0, "cuda.model", [&] {
+            return "max_tree_nodes must be > 0, got " + std::to_string(opt_.max_tree_nodes);
+        });
+        detail::require(cfg_.head_dim() <= kernels::kAttnMaxHeadDim, "cuda.model", [&] {
+            return "head_dim " + std::to_string(cfg_.head_dim()) + " exceeds the " +
+                   std::to_string(kernels::kAttnMaxHeadDim) + " the attention kernel supports";
+        });
+        allocate();
+    }
+
+    CudaModel(CudaModel&&) = default;
+    CudaModel& operator=(CudaModel&&) = default;
+
+    const Config& config() const { return cfg_; }
+    const DeviceWeights& device_weights() const { return w_; }
+    CudaContext& context() const { return *ctx_; }
+    int vocab_size() const { return cfg_.vocab_size; }
+    int cache_len() const { return cache_len_; }
+    int context_size() const { return cfg_.max_position_embeddings; }
+
+    /// Logits (N - first, V) for tree nodes first..N-1, as CpuModel::forward. The view points into
+    /// pinned host memory and lives until the next forward.
+    Rows forward(const Tree& tree, int first = 0) {
+        const int N = tree.size(), n = N - first, V = cfg_.vocab_size;
+        detail::require(first >= 0 && first <= n_computed_ && first <= N, "cuda.model", [&] {
+            return "forward from node " + std::to_string(first) + ", but only " + std::to_string(n_computed_) +
+                   " nodes of this tree were computed before (pass 0 for a new tree)";
+        });
+        tree.validate(V);
+        detail::require(N <= opt_.max_tree_nodes && cache_len_ + N <= capacity_, "cuda.model", [&] {
+            return "tree of " + std::to_string(N) + " nodes does not fit: max_tree_nodes is " +
+                   std::to_string(opt_.max_tree_nodes) + ", the cache holds " + std::to_string(cache_len_) +
+                   " tokens of capacity " + std::to_string(capacity_) + " (hint: raise CudaModelOptions::max_tree_nodes)";
+        });
+        n_computed_ = N;
+        n_last_ = n;
+        if (n == 0) return Rows{{}, V};
+        stage_inputs(tree, first);
+        const bool graphs = opt_.graphs == CudaGraphs::kOn;
+        const auto graph = graphs_.find(n);
+        if (graph != graphs_.end()) SPECDEC_CUDA_CHECK(cudaGraphLaunch(graph->second.exec, ctx_->stream()));
+        else enqueue_forward(n, exact_splits(N));
+        ctx_->synchronize();
+        if (graphs && graph == graphs_.end()) graphs_.emplace(n, capture(n));
+        return Rows{std::span<const float>(logits_host_.get(), static_cast<std::size_t>(n) * V), V};
+    }
+
+    /// Keeps the KV rows of `path` (root first, each the parent of the next) as the next committed
+    /// tokens, on the device; drops every other tree row. Enqueued only: the next forward orders after it.
+    void commit(std::span<const int> path) {
+        const int P = static_cast<int>(path.size());
+        validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "cuda.model");
+        const std::size_t layer_stride = static_cast<std::size_t>(capacity_) * cfg_.kv_dim();
+        for (int at = 0; at < P; at += kernels::kCommitChunk) {
+            kernels::PathChunk chunk;
+            chunk.first_entry = at;
+            chunk.count = std::min(kernels::kCommitChunk, P - at);
+            std::copy_n(path.begin() + at, chunk.count, chunk.node);
+            kernels::launch_gather_kv_rows(ctx_->stream(), k_cache_.get(), v_cache_.get(), layer_stride,
+                                           cfg_.num_hidden_layers, cfg_.kv_dim(), cache_len_, chunk);
+        }
+        cache_len_ += P;
+        n_computed_ = 0;
+    }
+
+    /// Forgets committed tokens beyond the first n.
+    void truncate(int n) {
+        detail::require(n >= 0 && n <= cache_len_, "cuda.model", [&] {
+            return "truncate to " + std::to_string(n) + " tokens, but the cache holds " + std::to_string(cache_len_);
+        });
+        cache_len_ = n;
+        n_computed_ = 0;
+    }
+    void reset() { truncate(0); }
+
+    // ---- ExposesKV --------------------------------------------------------------------------------
+    int num_layers() const { return cfg_.num_hidden_layers; }
+
+    /// Host copy of one layer's committed rows, widened to float. Costs a device-to-host copy of
+    /// 2·T·Hkv·hd bf16 values and a synchronisation per call; device drafters use device_kv().
+    KvView kv(int layer) const {
+        const DeviceKv d = device_kv(layer);
+        const std::size_t count = static_cast<std::size_t>(d.len) * cfg_.kv_dim();
+        std::vector<bf16> raw(2 * count);
+        if (count > 0) {
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(raw.data(), d.k, count * sizeof(bf16), cudaMemcpyDeviceToHost, ctx_->stream()));
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(raw.data() + count, d.v, count * sizeof(bf16), cudaMemcpyDeviceToHost,
+                                               ctx_->stream()));
+            ctx_->synchronize();
+        }
+        kv_host_.resize(2 * count);
+        std::transform(raw.begin(), raw.end(), kv_host_.begin(), [](bf16 b) { return to_float(b); });
+        return {std::span<const float>(kv_host_).first(count), std::span<const float>(kv_host_).subspan(count), d.len,
+                cfg_.num_key_value_heads, cfg_.head_dim()};
+    }
+
+    /// One layer's committed keys and values on the device, valid until the next commit or truncate.
+    DeviceKv device_kv(int layer) const {
+        detail::require(layer >= 0 && layer < cfg_.num_hidden_layers, "cuda.model", [&] {
+            return "kv(" + std::to_string(layer) + "): the model has " + std::to_string(cfg_.num_hidden_layers) + " layers";
+        });
+        const std::size_t off = static_cast<std::size_t>(layer) * capacity_ * cfg_.kv_dim();
+        return {k_cache_.get() + off, v_cache_.get() + off, cache_len_, cfg_.num_key_value_heads, cfg_.head_dim()};
+    }
+
+    // ---- ExposesHidden ----------------------------------------------------------------------------
+    /// Chooses which hidden states the next forwards keep, HF numbering as CpuModel: 0 = embeddings,
+    /// l = output of layer l, L = the final normed state. Drops captured CUDA graphs (they copy the
+    /// chosen layers).
+    void capture_hidden(std::vector<int> layers) {
+        for (int l : layers)
+            detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "cuda.model", [&] {
+                return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
+                       std::to_string(cfg_.num_hidden_layers) + "]";
+            });
+        hidden_layers_ = std::move(layers);
+        hidden_dev_ = DeviceBuffer<float>(hidden_layers_.size() * static_cast<std::size_t>(opt_.max_tree_nodes) *
+                                          cfg_.hidden_size);
+        graphs_.clear();
+        n_last_ = 0;
+    }
+
+    /// (N - first, D) hidden states of the last forward for the i-th captured layer: a device-to-host
+    /// copy of n·D floats and a synchronisation per call; device drafters use device_hidden().
+    Rows hidden(int i) const {
+        const float* d = device_hidden(i);
+        const std::size_t count = static_cast<std::size_t>(n_last_) * cfg_.hidden_size;
+        hidden_host_.resize(count);
+        if (count > 0) {
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(hidden_host_.data(), d, count * sizeof(float), cudaMemcpyDeviceToHost,
+                                               ctx_->stream()));
+            ctx_->synchronize();
+        }
+        return Rows{hidden_host_, cfg_.hidden_size};
+    }
+
+    /// (N - first, D) fp32 on the device, valid until the next forward.
+    const float* device_hidden(int i) const {
+        detail::require(i >= 0 && i < static_cast<int>(hidden_layers_.size()), "cuda.model", [&] {
+            return "hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
+                   " layers are captured (see capture_hidden)";
+        });
+        return hidden_dev_.get() + static_cast<std::size_t>(i) * opt_.max_tree_nodes * cfg_.hidden_size;
+    }
+
+private:
+    /// An instantiated graph; destroyed with the model.
+    struct Graph {
+        cudaGraphExec_t exec = nullptr;
+        explicit Graph(cudaGraphExec_t e) : exec(e) {}
+        Graph(Graph&& o) noexcept : exec(std::exchange(o.exec, nullptr)) {}
+        Graph& operator=(Graph&& o) noexcept {
+            std::swap(exec, o.exec);
+            return *this;
+        }
+        ~Graph() {
+            if (exec != nullptr) cudaGraphExecDestroy(exec);
+        }
+    };
+
+    void allocate() {
+        const int Nmax = opt_.max_tree_nodes, D = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim();
+        const int kvd = cfg_.kv_dim(), F = cfg_.intermediate_size, V = cfg_.vocab_size;
+        const std::size_t rows = static_cast<std::size_t>(Nmax);
+        capacity_ = cfg_.max_position_embeddings + Nmax;
+        split_keys_ = kernels::attention_split_keys(capacity_);
+        max_splits_ = (capacity_ + split_keys_ - 1) / split_keys_;
+        mask_words_ = detail::mask_words(Nmax);
+
+        const std::size_t cache = static_cast<std::size_t>(cfg_.num_hidden_layers) * capacity_ * kvd;
+        k_cache_ = DeviceBuffer<__nv_bfloat16>(cache);
+        v_cache_ = DeviceBuffer<__nv_bfloat16>(cache);
+        x_ = DeviceBuffer<float>(rows * D);
+        xb_ = DeviceBuffer<__nv_bfloat16>(rows * D);
+        qkv_ = DeviceBuffer<float>(rows * (H * hd + 2 * kvd));
+        att_ = DeviceBuffer<__nv_bfloat16>(rows * H * hd);
+        gate_up_ = DeviceBuffer<float>(rows * 2 * F);
+        act_ = DeviceBuffer<__nv_bfloat16>(rows * F);
+        logits_ = DeviceBuffer<float>(rows * V);
+        logits_host_ = PinnedBuffer<float>(rows * V);
+        part_acc_ = DeviceBuffer<float>(rows * H * max_splits_ * hd);
+        part_ml_ = DeviceBuffer<float>(rows * H * max_splits_ * 2);
+        rope_cs_ = DeviceBuffer<float>(rows * hd);
+        std::vector<double> inv_freq(hd / 2);  // as CpuModel: theta^(-2j/hd) in double
+        for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(cfg_.rope_theta), -2.0 * j / hd);
+        inv_freq_ = to_device<double>(inv_freq);
+        const std::size_t inputs = 4 + 2 * rows + rows * mask_words_;
+        inputs_ = DeviceBuffer<std::int32_t>(inputs);
+        staging_ = PinnedBuffer<std::int32_t>(inputs);
+    }
+
+    // One upload per forward: StepParams | tokens (Nmax) | positions (Nmax) | masks (Nmax, W).
+    static constexpr int kParamsInts = 4;
+    int* tokens_at(std::int32_t* base) const { return base + kParamsInts; }
+    int* positions_at(std::int32_t* base) const { return base + kParamsInts + opt_.max_tree_nodes; }
+    std::uint32_t* masks_at(std::int32_t* base) const {
+        return reinterpret_cast<std::uint32_t*>(base + kParamsInts + 2 * opt_.max_tree_nodes);
+    }
+    const kernels::StepParams* params() const { return reinterpret_cast<const kernels::StepParams*>(inputs_.get()); }
+
+    void stage_inputs(const Tree& tree, int first) {
+        static_assert(sizeof(kernels::StepParams) <= kParamsInts * sizeof(std::int32_t));
+        const int N = tree.size(), n = N - first;
+        std::int32_t* s = staging_.get();
+        *reinterpret_cast<kernels::StepParams*>(s) = {cache_len_, N, first};
+        for (int i = 0; i < n; ++i) {
+            tokens_at(s)[i] = tree[first + i].token;
+            positions_at(s)[i] = cache_len_ + tree[first + i].depth;
+        }
+        detail::ancestor_masks(tree, first, mask_words_,
+                               std::span<std::uint32_t>(masks_at(s), static_cast<std::size_t>(n) * mask_words_));
+    }
+
+    int exact_splits(int N) const { return (cache_len_ + N + split_keys_ - 1) / split_keys_; }
+
+    /// The whole forward for n new nodes, enqueued on the stream: upload, layers, logits download.
+    /// Everything that varies between calls with the same n is read from the staged inputs.
+    void enqueue_forward(int n, int splits) {
+        cudaStream_t s = ctx_->stream();
+        const int D = cfg_.hidden_size, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
+        const int hd = cfg_.head_dim(), kvd = cfg_.kv_dim(), F = cfg_.intermediate_size, V = cfg_.vocab_size;
+        const float eps = cfg_.rms_norm_eps;
+        SPECDEC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), inputs_.bytes(), cudaMemcpyHostToDevice, s));
+        kernels::launch_embed_rows(s, x_.get(), w_.embed.get(), tokens_at(inputs_.get()), n, D);
+        kernels::launch_rope_table(s, rope_cs_.get(), positions_at(inputs_.get()), inv_freq_.get(), n, hd);
+        copy_hidden(0, n);
+        kernels::TreeAttention att{.out = att_.get(), .part_acc = part_acc_.get(), .part_ml = part_ml_.get(),
+                                   .qkv = qkv_.get(), .mask = masks_at(inputs_.get()), .params = params(), .n = n,
+                                   .H = H, .Hkv = Hkv, .hd = hd, .mask_words = mask_words_,
+                                   .split_keys = split_keys_, .max_splits = max_splits_};
+        for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+            const DeviceLayer& lw = w_.layers[l];
+            __nv_bfloat16* kc = k_cache_.get() + static_cast<std::size_t>(l) * capacity_ * kvd;
+            __nv_bfloat16* vc = v_cache_.get() + static_cast<std::size_t>(l) * capacity_ * kvd;
+            kernels::launch_rmsnorm(s, xb_.get(), x_.get(), lw.attn_norm.get(), n, D, eps);
+            gemm_(qkv_.get(), xb_.get(), lw.wqkv.get(), n, D, H * hd + 2 * kvd);
+            kernels::launch_rope_store_kv(s, qkv_.get(), kc, vc, rope_cs_.get(), params(), n, H, Hkv, hd);
+            att.k_cache = kc;
+            att.v_cache = vc;
+            kernels::launch_tree_attention(s, att, splits);
+            gemm_(x_.get(), att_.get(), lw.wo.get(), n, H * hd, D, GemmMode::kAccumulate);
+            kernels::launch_rmsnorm(s, xb_.get(), x_.get(), lw.mlp_norm.get(), n, D, eps);
+            gemm_(gate_up_.get(), xb_.get(), lw.w_gate_up.get(), n, D, 2 * F);
+            kernels::launch_swiglu(s, act_.get(), gate_up_.get(), n, F);
+            gemm_(x_.get(), act_.get(), lw.w_down.get(), n, F, D, GemmMode::kAccumulate);
+            if (l + 1 < cfg_.num_hidden_layers) copy_hidden(l + 1, n);
+        }
+        for (std::size_t c = 0; c < hidden_layers_.size(); ++c)  // HF's last hidden state is the normed one
+            if (hidden_layers_[c] == cfg_.num_hidden_layers)
+                kernels::launch_rmsnorm(s, hidden_slot(c), x_.get(), w_.norm.get(), n, D, eps);
+        kernels::launch_rmsnorm(s, xb_.get(), x_.get(), w_.norm.get(), n, D, eps);
+        gemm_(logits_.get(), xb_.get(), w_.output_matrix(), n, D, V);
+        SPECDEC_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_.get(), static_cast<std::size_t>(n) * V * sizeof(float),
+                                           cudaMemcpyDeviceToHost, s));
+    }
+
+    /// Capture slot c of hidden_dev_: (Nmax, D).
+    float* hidden_slot(std::size_t c) { return hidden_dev_.get() + c * opt_.max_tree_nodes * cfg_.hidden_size; }
+
+    /// Copies the residual stream x (n, D) to every capture slot that asked for `layer`.
+    void copy_hidden(int layer, int n) {
+        for (std::size_t c = 0; c < hidden_layers_.size(); ++c)
+            if (hidden_layers_[c] == layer)
+                SPECDEC_CUDA_CHECK(cudaMemcpyAsync(hidden_slot(c), x_.get(),
+                                                   static_cast<std::size_t>(n) * cfg_.hidden_size * sizeof(float),
+                                                   cudaMemcpyDeviceToDevice, ctx_->stream()));
+    }
+
+    /// Records the forward for n nodes with attention chunks for the whole capacity (T is unknown at
+    /// capture time), then instantiates it. GEMM plans for n exist already (built by an eager run), so
+    /// nothing but enqueueing happens while the stream captures.
+    Graph capture(int n) {
+        cudaStream_t s = ctx_->stream();
+        cudaGraph_t graph = nullptr;
+        SPECDEC_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        try {
+            enqueue_forward(n, max_splits_);
+        } catch (...) {
+            cudaStreamEndCapture(s, &graph);
+            if (graph != nullptr) cudaGraphDestroy(graph);
+            throw;
+        }
+        SPECDEC_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        SPECDEC_CUDA_CHECK(status);
+        return Graph(exec);
+    }
+
+    Config cfg_;
+    DeviceWeights w_;
+    CudaContext* ctx_;
+    CudaModelOptions opt_;
+    Gemm gemm_;
+    int capacity_ = 0;    // C
+    int cache_len_ = 0;   // T
+    int n_computed_ = 0;  // nodes of the current tree whose KV rows sit after the committed ones
+    int n_last_ = 0;      // rows the last forward computed (what hidden() returns)
+    int split_keys_ = 0, max_splits_ = 0, mask_words_ = 0;
+
+    DeviceBuffer<__nv_bfloat16> k_cache_, v_cache_;  // (L, C, Hkv*hd)
+    DeviceBuffer<float> x_;                          // (Nmax, D) residual stream
+    DeviceBuffer<__nv_bfloat16> xb_;                 // (Nmax, D) normed, a GEMM input
+    DeviceBuffer<float> qkv_;                        // (Nmax, H*hd + 2*Hkv*hd)
+    DeviceBuffer<__nv_bfloat16> att_;                // (Nmax, H*hd)
+    DeviceBuffer<float> gate_up_;                    // (Nmax, 2F)
+    DeviceBuffer<__nv_bfloat16> act_;                // (Nmax, F)
+    DeviceBuffer<float> logits_;                     // (Nmax, V)
+    PinnedBuffer<float> logits_host_;                // (Nmax, V) what forward() returns
+    DeviceBuffer<float> part_acc_;                   // (Nmax*H, max_splits, hd) attention chunks
+    DeviceBuffer<float> part_ml_;                    // (Nmax*H, max_splits, 2)
+    DeviceBuffer<float> rope_cs_;                    // (Nmax, hd/2, 2) cos, sin per node
+    DeviceBuffer<double> inv_freq_;                  // (hd/2)
+    DeviceBuffer<std::int32_t> inputs_;              // StepParams | tokens | positions | masks, see stage_inputs
+    PinnedBuffer<std::int32_t> staging_;             // the same layout on the host
+    std::vector<int> hidden_layers_;
+    DeviceBuffer<float> hidden_dev_;                 // (captured, Nmax, D)
+    std::map<int, Graph> graphs_;                    // n -> graph
+    mutable std::vector<float> kv_host_;             // (2, T, Hkv*hd) what kv() returns
+    mutable std::vector<float> hidden_host_;         // (n, D) what hidden() returns
+};
+
+static_assert(LanguageModel<CudaModel>);
+static_assert(ExposesKV<CudaModel>);
+static_assert(ExposesHidden<CudaModel>);
+
+}  // namespace specdec

@@ -1,0 +1,222 @@
+// specdec/detail/io/checkpoint.hpp — models on disk in HuggingFace's layout: config.json + model.safetensors.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../model/config.hpp"
+#include "../core/error.hpp"
+#include "json.hpp"
+#include "safetensors.hpp"
+#include "../model/weights.hpp"
+
+namespace specdec {
+
+namespace detail {
+
+inline std::string read_text_file(const std::filesystem::path& path, std::string_view where) {
+    std::ifstream in(path, std::ios::binary);
+    require(static_cast<bool>(in), where, [&] { return path.string() + ": cannot open file"; });
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+/// The HF shape of a Llama tensor, from its name: matrices are (out_features, in_features).
+inline std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c) {
+    const std::int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+    const std::int64_t q = static_cast<std::int64_t>(c.num_attention_heads) * c.head_dim(), kv = c.kv_dim();
+    const auto ends = [&](std::string_view suffix) {
+        return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (ends("norm.weight")) return {D};
+    if (ends("embed_tokens.weight") || name == "lm_head.weight") return {V, D};
+    if (ends("q_proj.weight")) return {q, D};
+    if (ends("k_proj.weight") || ends("v_proj.weight")) return {kv, D};
+    if (ends("o_proj.weight")) return {D, q};
+    if (ends("gate_proj.weight") || ends("up_proj.weight")) return {F, D};
+    if (ends("down_proj.weight")) return {D, F};
+    fail("checkpoint", "no HF shape known for tensor '" + name + "'");
+}
+
+}  // namespace detail
+
+// ---- config.json -------------------------------------------------------------------------------------
+
+/// Reads a HF LlamaConfig. Fields we cannot honour (biases, rope scaling, another activation) are
+/// errors, not silently ignored.
+inline Config load_config(const std::filesystem::path& path) {
+    const std::string file = path.string();
+    const json::Value root = json::parse(detail::read_text_file(path, "checkpoint"), file);
+    detail::require(root.is_object(), "checkpoint", [&] { return file + ": expected a JSON object"; });
+    const auto integer = [&](const char* field) {
+        const std::int64_t v = root.at(field).as_int();
+        detail::require(v > 0 && v < (std::int64_t{1} << 31), "checkpoint",
+                        [&] { return file + ": field '" + field + "' = " + std::to_string(v) + " is out of range"; });
+        return static_cast<int>(v);
+    };
+    Config c;
+    c.hidden_size = integer("hidden_size");
+    c.intermediate_size = integer("intermediate_size");
+    c.num_hidden_layers = integer("num_hidden_layers");
+    c.num_attention_heads = integer("num_attention_heads");
+    c.num_key_value_heads = root.find("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
+    c.vocab_size = integer("vocab_size");
+    c.max_position_embeddings = integer("max_position_embeddings");
+    if (const auto* v = root.find("rope_theta")) c.rope_theta = static_cast<float>(v->as_double());
+    if (const auto* v = root.find("rms_norm_eps")) c.rms_norm_eps = static_cast<float>(v->as_double());
+    if (const auto* v = root.find("tie_word_embeddings")) c.tie_word_embeddings = v->as_bool();
+    if (const auto* v = root.find("hidden_act"))
+        detail::require(v->as_string() == "silu", "checkpoint",
+                        [&] { return file + ": hidden_act '" + v->as_string() + "' is not supported (only silu)"; });
+    for (const char* flag : {"attention_bias", "mlp_bias"})
+        if (const auto* v = root.find(flag))
+            detail::require(!v->as_bool(), "checkpoint",
+                            [&] { return file + ": " + flag + " = true is not supported (Llama has no biases)"; });
+    if (const auto* v = root.find("rope_scaling"))
+        detail::require(v->is_null(), "checkpoint", [&] { return file + ": rope_scaling is not supported (must be null)"; });
+    if (const auto* v = root.find("head_dim"))
+        detail::require(v->is_null() || v->as_int() == c.hidden_size / c.num_attention_heads, "checkpoint", [&] {
+            return file + ": head_dim " + std::to_string(v->as_int()) + " differs from hidden_size / num_attention_heads";
+        });
+    try {
+        c.validate();
+    } catch (const error& e) {
+        detail::fail("checkpoint", file + ": " + e.what());
+    }
+    return c;
+}
+
+inline void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32") {
+    json::Object o;
+    o.set("architectures", json::Array{json::Value("LlamaForCausalLM")});
+    o.set("model_type", "llama");
+    o.set("hidden_act", "silu");
+    o.set("hidden_size", c.hidden_size);
+    o.set("intermediate_size", c.intermediate_size);
+    o.set("num_hidden_layers", c.num_hidden_layers);
+    o.set("num_attention_heads", c.num_attention_heads);
+    o.set("num_key_value_heads", c.num_key_value_heads);
+    o.set("vocab_size", c.vocab_size);
+    o.set("max_position_embeddings", c.max_position_embeddings);
+    o.set("rope_theta", static_cast<double>(c.rope_theta));
+    o.set("rms_norm_eps", static_cast<double>(c.rms_norm_eps));
+    o.set("tie_word_embeddings", c.tie_word_embeddings);
+    o.set("attention_bias", false);
+    o.set("mlp_bias", false);
+    o.set("rope_scaling", nullptr);
+    o.set("torch_dtype", std::string(torch_dtype));
+    std::ofstream out(path, std::ios::binary);
+    detail::require(static_cast<bool>(out), "checkpoint", [&] { return path.string() + ": cannot write"; });
+    out << json::dump(json::Value(std::move(o)), 2) << "\n";
+}
+
+// ---- model.safetensors -------------------------------------------------------------------------------
+
+enum class SaveFormat { kF32, kBF16 };
+
+namespace detail {
+
+/// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
+/// load (converted to float32). `hint` follows the message when the tensor is missing.
+inline void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
+                        const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                        std::string_view hint = {}) {
+    const TensorInfo* info = file.find(name);
+    if (info == nullptr) {
+        require(hint.empty(), who, [&] { return path.string() + ": tensor '" + name + "' is missing" + std::string(hint); });
+        info = &file.get(name);  // fails naming the closest names the file has
+    }
+    require(info->shape == want, who, [&] {
+        return path.string() + ": tensor '" + name + "' has shape " + shape_string(info->shape) + ", the config implies " +
+               shape_string(want);
+    });
+    std::size_t n = 1;
+    for (std::int64_t d : want) n *= static_cast<std::size_t>(d);
+    t.resize(n);
+    file.read_floats(*info, t);
+}
+
+/// Writes the tensors `each` visits — each(put) calls put(name, values, shape) in checkpoint order —
+/// as one safetensors file; bfloat16 rounds to nearest even (reading back widens exactly).
+template <class ForEach>
+void write_tensors(const std::filesystem::path& path, SaveFormat format, ForEach&& each) {
+    std::vector<TensorToWrite> tensors;
+    std::deque<std::vector<bf16>> rounded;  // keeps bf16 copies alive (and in place) until written
+    each([&](const std::string& name, const std::vector<float>& t, std::vector<std::int64_t> shape) {
+        TensorToWrite out{name, DType::kF32, std::move(shape), std::as_bytes(std::span<const float>(t))};
+        if (format == SaveFormat::kBF16) {
+            auto& r = rounded.emplace_back(t.size());
+            for (std::size_t i = 0; i < t.size(); ++i) r[i] = to_bf16(t[i]);
+            out.dtype = DType::kBF16;
+            out.bytes = std::as_bytes(std::span<const bf16>(r));
+        }
+        tensors.push_back(std::move(out));
+    });
+    write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+}  // namespace detail
+
+/// Reads every Llama tensor of `c` by its HF name, checking shape against the config.
+inline Weights load_weights(const std::filesystem::path& path, const Config& c) {
+    const SafetensorsFile file = SafetensorsFile::open(path);
+    Weights w;
+    w.layers.resize(c.num_hidden_layers);
+    for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {
+        detail::read_tensor(file, path, name, detail::hf_shape(name, c), t, "checkpoint");
+    });
+    return w;
+}
+
+/// Writes `w` under HF names, float32 or bfloat16.
+inline void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
+                         SaveFormat format = SaveFormat::kF32) {
+    validate(w, c);
+    detail::write_tensors(path, format, [&](auto&& put) {
+        for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+            put(name, t, detail::hf_shape(name, c));
+        });
+    });
+}
+
+/// A model folder as HF writes it.
+struct Checkpoint {
+    Config config;
+    Weights weights;
+};
+
+inline Checkpoint load_checkpoint(const std::filesystem::path& dir) {
+    detail::require(std::filesystem::is_directory(dir), "checkpoint",
+                    [&] { return dir.string() + ": not a directory (a model is a folder with config.json and model.safetensors)"; });
+    // A GLIDE drafter's folder carries Llama fields too; read as a Llama it would silently lose its
+    // cross-attention, so it is refused here (its vanilla ablation, without cross-attention, IS a Llama).
+    const std::filesystem::path cfg_path = dir / "config.json";
+    if (std::filesystem::exists(cfg_path)) {
+        const json::Value root = json::parse(detail::read_text_file(cfg_path, "checkpoint"), cfg_path.string());
+        const json::Value* cross = root.is_object() ? root.find("glide_cross_attention") : nullptr;
+        detail::require(cross == nullptr || !cross->is_bool() || !cross->as_bool(), "checkpoint", [&] {
+            return cfg_path.string() + ": a GLIDE drafter (glide_cross_attention is true); load it with "
+                                       "load_glide_checkpoint, next to its target";
+        });
+    }
+    Checkpoint ck;
+    ck.config = load_config(cfg_path);
+    ck.weights = load_weights(dir / "model.safetensors", ck.config);
+    return ck;
+}
+
+inline void save_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
+                            SaveFormat format = SaveFormat::kBF16) {
+    std::filesystem::create_directories(dir);
+    save_config(c, dir / "config.json", format == SaveFormat::kBF16 ? "bfloat16" : "float32");
+    save_weights(w, c, dir / "model.safetensors", format);
+}
+
+}  // namespace specdec

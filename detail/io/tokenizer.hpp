@@ -1,0 +1,978 @@
+// specdec/detail/io/tokenizer.hpp — byte-level BPE (GPT-2 style), reading and writing HuggingFace tokenizer.json.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <span>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "json.hpp"
+
+// Byte-level BPE as in GPT-2 (Radford et al. 2019, §2.2) and HF tokenizers' ByteLevel + BPE:
+//   1. added (special) tokens are cut out of the text first, matched literally, leftmost-longest;
+//   2. the rest is split into pre-tokens by the GPT-2 pattern
+//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//   3. each pre-token starts as its bytes (the base vocab holds all 256) and merges are applied
+//      lowest rank first, leftmost first among equal ranks (HF's order).
+// Tokens are byte strings inside the library; only tokenizer.json spells them in the GPT-2
+// bytes_to_unicode alphabet ("Ġthe" for " the").
+
+namespace specdec::detail {
+
+// ---------------------------------------------------------------------------------------------
+// The GPT-2 byte <-> unicode alphabet
+
+/// Printable bytes map to themselves; the other 68 (controls, space, 0x7F-0xA0, 0xAD) map to
+/// U+0100.. in byte order, so every token is a printable, whitespace-free JSON string.
+constexpr std::array<char32_t, 256> make_byte_to_code_point() {
+    std::array<char32_t, 256> table{};
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        table[static_cast<std::size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+    }
+    return table;
+}
+
+inline constexpr std::array<char32_t, 256> kByteToCodePoint = make_byte_to_code_point();
+inline constexpr char32_t kByteLevelEnd = 256 + 68;  // code points of the alphabet are all below this
+
+constexpr std::array<int, kByteLevelEnd> make_code_point_to_byte() {
+    std::array<int, kByteLevelEnd> table{};
+    for (auto& t : table) t = -1;
+    for (int b = 0; b < 256; ++b) table[kByteToCodePoint[static_cast<std::size_t>(b)]] = b;
+    return table;
+}
+
+inline constexpr std::array<int, kByteLevelEnd> kCodePointToByte = make_code_point_to_byte();
+
+/// Raw bytes → the byte-level spelling used in tokenizer.json.
+inline std::string byte_level_encode(std::string_view raw) {
+    std::string out;
+    out.reserve(raw.size() * 2);
+    for (char c : raw) append_utf8(out, kByteToCodePoint[static_cast<unsigned char>(c)]);
+    return out;
+}
+
+/// The byte-level spelling → raw bytes; nullopt if a character is outside the alphabet.
+inline std::optional<std::string> byte_level_decode(std::string_view spelled) {
+    std::string out;
+    for (std::size_t i = 0; i < spelled.size();) {
+        const Utf8Char u = decode_utf8(spelled, i);
+        if (u.length == 0 || u.cp >= kByteLevelEnd || kCodePointToByte[u.cp] < 0) return std::nullopt;
+        out += static_cast<char>(kCodePointToByte[u.cp]);
+        i += u.length;
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Character classes for the GPT-2 pattern
+
+struct CodePointRange {
+    char32_t first;
+    char32_t last;
+};
+
+// \p{L} and \p{N} above ASCII: every code point of general category L* / N* in Unicode 14
+// (Python 3.11's unicodedata), as ranges, where runs of unassigned code points between two
+// members are folded into the range so that the table stays short. The approximation: code
+// points assigned after Unicode 14, and unassigned ones inside a folded run, may be classed
+// differently from HF's regex engine; that only moves pre-token boundaries, never what decodes.
+//   regenerate: for cp in 0x80..0x10FFFF, group category(chr(cp))[0] == 'L' (or 'N'), folding 'Cn' gaps.
+inline constexpr CodePointRange kLetterRanges[] = {
+    {0xAA, 0xAA}, {0xB5, 0xB5}, {0xBA, 0xBA}, {0xC0, 0xD6}, {0xD8, 0xF6}, {0xF8, 0x2C1}, {0x2C6, 0x2D1},
+    {0x2E0, 0x2E4}, {0x2EC, 0x2EC}, {0x2EE, 0x2EE}, {0x370, 0x374}, {0x376, 0x37D}, {0x37F, 0x37F},
+    {0x386, 0x386}, {0x388, 0x3F5}, {0x3F7, 0x481}, {0x48A, 0x559}, {0x560, 0x588}, {0x5D0, 0x5F2},
+    {0x620, 0x64A}, {0x66E, 0x66F}, {0x671, 0x6D3}, {0x6D5, 0x6D5}, {0x6E5, 0x6E6}, {0x6EE, 0x6EF},
+    {0x6FA, 0x6FC}, {0x6FF, 0x6FF}, {0x710, 0x710}, {0x712, 0x72F}, {0x74D, 0x7A5}, {0x7B1, 0x7B1},
+    {0x7CA, 0x7EA}, {0x7F4, 0x7F5}, {0x7FA, 0x7FA}, {0x800, 0x815}, {0x81A, 0x81A}, {0x824, 0x824},
+    {0x828, 0x828}, {0x840, 0x858}, {0x860, 0x887}, {0x889, 0x88E}, {0x8A0, 0x8C9}, {0x904, 0x939},
+    {0x93D, 0x93D}, {0x950, 0x950}, {0x958, 0x961}, {0x971, 0x980}, {0x985, 0x9B9}, {0x9BD, 0x9BD},
+    {0x9CE, 0x9CE}, {0x9DC, 0x9E1}, {0x9F0, 0x9F1}, {0x9FC, 0x9FC}, {0xA05, 0xA39}, {0xA59, 0xA5E},
+    {0xA72, 0xA74}, {0xA85, 0xAB9}, {0xABD, 0xABD}, {0xAD0, 0xAE1}, {0xAF9, 0xAF9}, {0xB05, 0xB39},
+    {0xB3D, 0xB3D}, {0xB5C, 0xB61}, {0xB71, 0xB71}, {0xB83, 0xBB9}, {0xBD0, 0xBD0}, {0xC05, 0xC39},
+    {0xC3D, 0xC3D}, {0xC58, 0xC61}, {0xC80, 0xC80}, {0xC85, 0xCB9}, {0xCBD, 0xCBD}, {0xCDD, 0xCE1},
+    {0xCF1, 0xCF2}, {0xD04, 0xD3A}, {0xD3D, 0xD3D}, {0xD4E, 0xD4E}, {0xD54, 0xD56}, {0xD5F, 0xD61},
+    {0xD7A, 0xD7F}, {0xD85, 0xDC6}, {0xE01, 0xE30}, {0xE32, 0xE33}, {0xE40, 0xE46}, {0xE81, 0xEB0},
+    {0xEB2, 0xEB3}, {0xEBD, 0xEC6}, {0xEDC, 0xF00}, {0xF40, 0xF6C}, {0xF88, 0xF8C}, {0x1000, 0x102A},
+    {0x103F, 0x103F}, {0x1050, 0x1055}, {0x105A, 0x105D}, {0x1061, 0x1061}, {0x1065, 0x1066}, {0x106E, 0x1070},
+    {0x1075, 0x1081}, {0x108E, 0x108E}, {0x10A0, 0x10FA}, {0x10FC, 0x135A}, {0x1380, 0x138F}, {0x13A0, 0x13FD},
+    {0x1401, 0x166C}, {0x166F, 0x167F}, {0x1681, 0x169A}, {0x16A0, 0x16EA}, {0x16F1, 0x1711}, {0x171F, 0x1731},
+    {0x1740, 0x1751}, {0x1760, 0x1770}, {0x1780, 0x17B3}, {0x17D7, 0x17D7}, {0x17DC, 0x17DC}, {0x1820, 0x1884},
+    {0x1887, 0x18A8}, {0x18AA, 0x191E}, {0x1950, 0x19C9}, {0x1A00, 0x1A16}, {0x1A20, 0x1A54}, {0x1AA7, 0x1AA7},
+    {0x1B05, 0x1B33}, {0x1B45, 0x1B4C}, {0x1B83, 0x1BA0}, {0x1BAE, 0x1BAF}, {0x1BBA, 0x1BE5}, {0x1C00, 0x1C23},
+    {0x1C4D, 0x1C4F}, {0x1C5A, 0x1C7D}, {0x1C80, 0x1CBF}, {0x1CE9, 0x1CEC}, {0x1CEE, 0x1CF3}, {0x1CF5, 0x1CF6},
+    {0x1CFA, 0x1DBF}, {0x1E00, 0x1FBC}, {0x1FBE, 0x1FBE}, {0x1FC2, 0x1FCC}, {0x1FD0, 0x1FDB}, {0x1FE0, 0x1FEC},
+    {0x1FF2, 0x1FFC}, {0x2071, 0x2071}, {0x207F, 0x207F}, {0x2090, 0x209C}, {0x2102, 0x2102}, {0x2107, 0x2107},
+    {0x210A, 0x2113}, {0x2115, 0x2115}, {0x2119, 0x211D}, {0x2124, 0x2124}, {0x2126, 0x2126}, {0x2128, 0x2128},
+    {0x212A, 0x212D}, {0x212F, 0x2139}, {0x213C, 0x213F}, {0x2145, 0x2149}, {0x214E, 0x214E}, {0x2183, 0x2184},
+    {0x2C00, 0x2CE4}, {0x2CEB, 0x2CEE}, {0x2CF2, 0x2CF3}, {0x2D00, 0x2D6F}, {0x2D80, 0x2DDE}, {0x2E2F, 0x2E2F},
+    {0x3005, 0x3006}, {0x3031, 0x3035}, {0x303B, 0x303C}, {0x3041, 0x3096}, {0x309D, 0x309F}, {0x30A1, 0x30FA},
+    {0x30FC, 0x318E}, {0x31A0, 0x31BF}, {0x31F0, 0x31FF}, {0x3400, 0x4DBF}, {0x4E00, 0xA48C}, {0xA4D0, 0xA4FD},
+    {0xA500, 0xA60C}, {0xA610, 0xA61F}, {0xA62A, 0xA66E}, {0xA67F, 0xA69D}, {0xA6A0, 0xA6E5}, {0xA717, 0xA71F},
+    {0xA722, 0xA788}, {0xA78B, 0xA801}, {0xA803, 0xA805}, {0xA807, 0xA80A}, {0xA80C, 0xA822}, {0xA840, 0xA873},
+    {0xA882, 0xA8B3}, {0xA8F2, 0xA8F7}, {0xA8FB, 0xA8FB}, {0xA8FD, 0xA8FE}, {0xA90A, 0xA925}, {0xA930, 0xA946},
+    {0xA960, 0xA97C}, {0xA984, 0xA9B2}, {0xA9CF, 0xA9CF}, {0xA9E0, 0xA9E4}, {0xA9E6, 0xA9EF}, {0xA9FA, 0xAA28},
+    {0xAA40, 0xAA42}, {0xAA44, 0xAA4B}, {0xAA60, 0xAA76}, {0xAA7A, 0xAA7A}, {0xAA7E, 0xAAAF}, {0xAAB1, 0xAAB1},
+    {0xAAB5, 0xAAB6}, {0xAAB9, 0xAABD}, {0xAAC0, 0xAAC0}, {0xAAC2, 0xAADD}, {0xAAE0, 0xAAEA}, {0xAAF2, 0xAAF4},
+    {0xAB01, 0xAB5A}, {0xAB5C, 0xAB69}, {0xAB70, 0xABE2}, {0xAC00, 0xD7FB}, {0xF900, 0xFB1D}, {0xFB1F, 0xFB28},
+    {0xFB2A, 0xFBB1}, {0xFBD3, 0xFD3D}, {0xFD50, 0xFDC7}, {0xFDF0, 0xFDFB}, {0xFE70, 0xFEFC}, {0xFF21, 0xFF3A},
+    {0xFF41, 0xFF5A}, {0xFF66, 0xFFDC}, {0x10000, 0x100FA}, {0x10280, 0x102D0}, {0x10300, 0x1031F},
+    {0x1032D, 0x10340}, {0x10342, 0x10349}, {0x10350, 0x10375}, {0x10380, 0x1039D}, {0x103A0, 0x103CF},
+    {0x10400, 0x1049D}, {0x104B0, 0x10563}, {0x10570, 0x10855}, {0x10860, 0x10876}, {0x10880, 0x1089E},
+    {0x108E0, 0x108F5}, {0x10900, 0x10915}, {0x10920, 0x10939}, {0x10980, 0x109B7}, {0x109BE, 0x109BF},
+    {0x10A00, 0x10A00}, {0x10A10, 0x10A35}, {0x10A60, 0x10A7C}, {0x10A80, 0x10A9C}, {0x10AC0, 0x10AC7},
+    {0x10AC9, 0x10AE4}, {0x10B00, 0x10B35}, {0x10B40, 0x10B55}, {0x10B60, 0x10B72}, {0x10B80, 0x10B91},
+    {0x10C00, 0x10CF2}, {0x10D00, 0x10D23}, {0x10E80, 0x10EA9}, {0x10EB0, 0x10F1C}, {0x10F27, 0x10F45},
+    {0x10F70, 0x10F81}, {0x10FB0, 0x10FC4}, {0x10FE0, 0x10FF6}, {0x11003, 0x11037}, {0x11071, 0x11072},
+    {0x11075, 0x11075}, {0x11083, 0x110AF}, {0x110D0, 0x110E8}, {0x11103, 0x11126}, {0x11144, 0x11144},
+    {0x11147, 0x11172}, {0x11176, 0x11176}, {0x11183, 0x111B2}, {0x111C1, 0x111C4}, {0x111DA, 0x111DA},
+    {0x111DC, 0x111DC}, {0x11200, 0x1122B}, {0x11280, 0x112A8}, {0x112B0, 0x112DE}, {0x11305, 0x11339},
+    {0x1133D, 0x1133D}, {0x11350, 0x11350}, {0x1135D, 0x11361}, {0x11400, 0x11434}, {0x11447, 0x1144A},
+    {0x1145F, 0x114AF}, {0x114C4, 0x114C5}, {0x114C7, 0x114C7}, {0x11580, 0x115AE}, {0x115D8, 0x115DB},
+    {0x11600, 0x1162F}, {0x11644, 0x11644}, {0x11680, 0x116AA}, {0x116B8, 0x116B8}, {0x11700, 0x1171A},
+    {0x11740, 0x1182B}, {0x118A0, 0x118DF}, {0x118FF, 0x1192F}, {0x1193F, 0x1193F}, {0x11941, 0x11941},
+    {0x119A0, 0x119D0}, {0x119E1, 0x119E1}, {0x119E3, 0x119E3}, {0x11A00, 0x11A00}, {0x11A0B, 0x11A32},
+    {0x11A3A, 0x11A3A}, {0x11A50, 0x11A50}, {0x11A5C, 0x11A89}, {0x11A9D, 0x11A9D}, {0x11AB0, 0x11C2E},
+    {0x11C40, 0x11C40}, {0x11C72, 0x11C8F}, {0x11D00, 0x11D30}, {0x11D46, 0x11D46}, {0x11D60, 0x11D89},
+    {0x11D98, 0x11D98}, {0x11EE0, 0x11EF2}, {0x11FB0, 0x11FB0}, {0x12000, 0x12399}, {0x12480, 0x12FF0},
+    {0x13000, 0x1342E}, {0x14400, 0x16A5E}, {0x16A70, 0x16ABE}, {0x16AD0, 0x16AED}, {0x16B00, 0x16B2F},
+    {0x16B40, 0x16B43}, {0x16B63, 0x16E7F}, {0x16F00, 0x16F4A}, {0x16F50, 0x16F50}, {0x16F93, 0x16FE1},
+    {0x16FE3, 0x16FE3}, {0x17000, 0x1BC99}, {0x1D400, 0x1D6C0}, {0x1D6C2, 0x1D6DA}, {0x1D6DC, 0x1D6FA},
+    {0x1D6FC, 0x1D714}, {0x1D716, 0x1D734}, {0x1D736, 0x1D74E}, {0x1D750, 0x1D76E}, {0x1D770, 0x1D788},
+    {0x1D78A, 0x1D7A8}, {0x1D7AA, 0x1D7C2}, {0x1D7C4, 0x1D7CB}, {0x1DF00, 0x1DF1E}, {0x1E100, 0x1E12C},
+    {0x1E137, 0x1E13D}, {0x1E14E, 0x1E14E}, {0x1E290, 0x1E2AD}, {0x1E2C0, 0x1E2EB}, {0x1E7E0, 0x1E8C4},
+    {0x1E900, 0x1E943}, {0x1E94B, 0x1E94B}, {0x1EE00, 0x1EEBB}, {0x20000, 0x3134A},
+};
+
+inline constexpr CodePointRange kNumberRanges[] = {
+    {0xB2, 0xB3}, {0xB9, 0xB9}, {0xBC, 0xBE}, {0x660, 0x669}, {0x6F0, 0x6F9}, {0x7C0, 0x7C9}, {0x966, 0x96F},
+    {0x9E6, 0x9EF}, {0x9F4, 0x9F9}, {0xA66, 0xA6F}, {0xAE6, 0xAEF}, {0xB66, 0xB6F}, {0xB72, 0xB77},
+    {0xBE6, 0xBF2}, {0xC66, 0xC6F}, {0xC78, 0xC7E}, {0xCE6, 0xCEF}, {0xD58, 0xD5E}, {0xD66, 0xD78},
+    {0xDE6, 0xDEF}, {0xE50, 0xE59}, {0xED0, 0xED9}, {0xF20, 0xF33}, {0x1040, 0x1049}, {0x1090, 0x1099},
+    {0x1369, 0x137C}, {0x16EE, 0x16F0}, {0x17E0, 0x17F9}, {0x1810, 0x1819}, {0x1946, 0x194F}, {0x19D0, 0x19DA},
+    {0x1A80, 0x1A99}, {0x1B50, 0x1B59}, {0x1BB0, 0x1BB9}, {0x1C40, 0x1C49}, {0x1C50, 0x1C59}, {0x2070, 0x2070},
+    {0x2074, 0x2079}, {0x2080, 0x2089}, {0x2150, 0x2182}, {0x2185, 0x2189}, {0x2460, 0x249B}, {0x24EA, 0x24FF},
+    {0x2776, 0x2793}, {0x2CFD, 0x2CFD}, {0x3007, 0x3007}, {0x3021, 0x3029}, {0x3038, 0x303A}, {0x3192, 0x3195},
+    {0x3220, 0x3229}, {0x3248, 0x324F}, {0x3251, 0x325F}, {0x3280, 0x3289}, {0x32B1, 0x32BF}, {0xA620, 0xA629},
+    {0xA6E6, 0xA6EF}, {0xA830, 0xA835}, {0xA8D0, 0xA8D9}, {0xA900, 0xA909}, {0xA9D0, 0xA9D9}, {0xA9F0, 0xA9F9},
+    {0xAA50, 0xAA59}, {0xABF0, 0xABF9}, {0xFF10, 0xFF19}, {0x10107, 0x10133}, {0x10140, 0x10178},
+    {0x1018A, 0x1018B}, {0x102E1, 0x102FB}, {0x10320, 0x10323}, {0x10341, 0x10341}, {0x1034A, 0x1034A},
+    {0x103D1, 0x103D5}, {0x104A0, 0x104A9}, {0x10858, 0x1085F}, {0x10879, 0x1087F}, {0x108A7, 0x108AF},
+    {0x108FB, 0x108FF}, {0x10916, 0x1091B}, {0x109BC, 0x109BD}, {0x109C0, 0x109FF}, {0x10A40, 0x10A48},
+    {0x10A7D, 0x10A7E}, {0x10A9D, 0x10A9F}, {0x10AEB, 0x10AEF}, {0x10B58, 0x10B5F}, {0x10B78, 0x10B7F},
+    {0x10BA9, 0x10BAF}, {0x10CFA, 0x10CFF}, {0x10D30, 0x10E7E}, {0x10F1D, 0x10F26}, {0x10F51, 0x10F54},
+    {0x10FC5, 0x10FCB}, {0x11052, 0x1106F}, {0x110F0, 0x110F9}, {0x11136, 0x1113F}, {0x111D0, 0x111D9},
+    {0x111E1, 0x111F4}, {0x112F0, 0x112F9}, {0x11450, 0x11459}, {0x114D0, 0x114D9}, {0x11650, 0x11659},
+    {0x116C0, 0x116C9}, {0x11730, 0x1173B}, {0x118E0, 0x118F2}, {0x11950, 0x11959}, {0x11C50, 0x11C6C},
+    {0x11D50, 0x11D59}, {0x11DA0, 0x11DA9}, {0x11FC0, 0x11FD4}, {0x12400, 0x1246E}, {0x16A60, 0x16A69},
+    {0x16AC0, 0x16AC9}, {0x16B50, 0x16B61}, {0x16E80, 0x16E96}, {0x1D2E0, 0x1D2F3}, {0x1D360, 0x1D378},
+    {0x1D7CE, 0x1D7FF}, {0x1E140, 0x1E149}, {0x1E2F0, 0x1E2F9}, {0x1E8C7, 0x1E8CF}, {0x1E950, 0x1E959},
+    {0x1EC71, 0x1ECAB}, {0x1ECAD, 0x1ECAF}, {0x1ECB1, 0x1ED2D}, {0x1ED2F, 0x1ED3D}, {0x1F100, 0x1F10C},
+    {0x1FBF0, 0x1FBF9},
+};
+
+/// White_Space, which is what \s means in the regex engines HF and GPT-2 use.
+inline bool is_unicode_space(char32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+inline bool in_ranges(std::span<const CodePointRange> ranges, char32_t c) {
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), c,
+                               [](char32_t x, const CodePointRange& r) { return x < r.first; });
+    return it != ranges.begin() && c <= std::prev(it)->last;
+}
+
+enum class CharClass { kLetter, kNumber, kSpace, kOther };
+
+struct ClassifiedChar {
+    CharClass cls;
+    std::size_t length;  // bytes
+};
+
+/// The class of the character at `pos`; an invalid UTF-8 byte is one "other" character.
+inline ClassifiedChar classify_at(std::string_view s, std::size_t pos) {
+    const auto b = static_cast<unsigned char>(s[pos]);
+    if (b < 0x80) {
+        if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')) return {CharClass::kLetter, 1};
+        if (b >= '0' && b <= '9') return {CharClass::kNumber, 1};
+        if (is_unicode_space(b)) return {CharClass::kSpace, 1};
+        return {CharClass::kOther, 1};
+    }
+    const Utf8Char u = decode_utf8(s, pos);
+    if (u.length == 0) return {CharClass::kOther, 1};
+    if (in_ranges(kLetterRanges, u.cp)) return {CharClass::kLetter, u.length};
+    if (in_ranges(kNumberRanges, u.cp)) return {CharClass::kNumber, u.length};
+    if (is_unicode_space(u.cp)) return {CharClass::kSpace, u.length};
+    return {CharClass::kOther, u.length};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pre-tokenization
+
+/// Calls emit(std::string_view) for each GPT-2 pre-token of `text`, in order; the pieces
+/// concatenate back to `text`. Hand-written equivalent of the pattern at the top of this file.
+template <class Emit>
+void for_each_pretoken(std::string_view text, Emit&& emit) {
+    const std::size_t n = text.size();
+    std::size_t i = 0;
+    // The end of the run of characters of class `cls` starting at `pos`.
+    auto run_end = [&](std::size_t pos, CharClass cls) {
+        while (pos < n) {
+            const ClassifiedChar c = classify_at(text, pos);
+            if (c.cls != cls) break;
+            pos += c.length;
+        }
+        return pos;
+    };
+    while (i < n) {
+        // 's 't 're 've 'm 'll 'd — case-sensitive, as in GPT-2.
+        if (text[i] == '\'' && i + 1 < n) {
+            std::size_t len = 0;
+            const char c1 = text[i + 1];
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') len = 2;
+            else if (i + 2 < n && ((c1 == 'r' && text[i + 2] == 'e') || (c1 == 'v' && text[i + 2] == 'e') ||
+                                   (c1 == 'l' && text[i + 2] == 'l')))
+                len = 3;
+            if (len > 0) {
+                emit(text.substr(i, len));
+                i += len;
+                continue;
+            }
+        }
+        const ClassifiedChar first = classify_at(text, i);
+        // " ?\p{L}+", " ?\p{N}+", " ?[^\s\p{L}\p{N}]+": an optional leading U+0020 then a run.
+        std::size_t start = i;
+        CharClass cls = first.cls;
+        if (text[i] == ' ' && i + 1 < n) {
+            const CharClass next = classify_at(text, i + 1).cls;
+            if (next != CharClass::kSpace) {
+                cls = next;
+                start = i + 1;
+            }
+        }
+        if (cls != CharClass::kSpace) {
+            const std::size_t end = run_end(start, cls);
+            emit(text.substr(i, end - i));
+            i = end;
+            continue;
+        }
+        // "\s+(?!\S)|\s+": a whitespace run, less its last character when a non-space follows
+        // (that character then leads the next pre-token), unless the run is one character.
+        std::size_t end = i;
+        std::size_t last_start = i;
+        while (end < n) {
+            const ClassifiedChar c = classify_at(text, end);
+            if (c.cls != CharClass::kSpace) break;
+            last_start = end;
+            end += c.length;
+        }
+        if (end < n && last_start > i) end = last_start;
+        emit(text.substr(i, end - i));
+        i = end;
+    }
+}
+
+/// The pre-tokens of `text` as views into it.
+inline std::vector<std::string_view> pretokenize(std::string_view text) {
+    std::vector<std::string_view> out;
+    for_each_pretoken(text, [&](std::string_view piece) { out.push_back(piece); });
+    return out;
+}
+
+/// Cuts `text` at literal occurrences of `literals` (leftmost, then longest): calls on_text(view)
+/// for each non-empty stretch between them and on_literal(index) for each occurrence. Each
+/// literal's next position is cached, so many occurrences cost O(n) per literal, not O(n^2).
+template <class OnText, class OnLiteral>
+void split_on_literals(std::string_view text, std::span<const std::string_view> literals, OnText&& on_text,
+                       OnLiteral&& on_literal) {
+    constexpr std::size_t kNone = std::string_view::npos;
+    std::vector<std::size_t> next(literals.size(), 0);
+    std::vector<char> searched(literals.size(), 0);
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        std::size_t best_at = kNone;
+        std::size_t best = kNone;
+        for (std::size_t k = 0; k < literals.size(); ++k) {
+            if (literals[k].empty()) continue;
+            if (!searched[k] || next[k] < pos) {
+                next[k] = text.find(literals[k], pos);
+                searched[k] = 1;
+            }
+            if (next[k] == kNone) continue;
+            if (next[k] < best_at || (next[k] == best_at && literals[k].size() > literals[best].size())) {
+                best_at = next[k];
+                best = k;
+            }
+        }
+        if (best == kNone) {
+            on_text(text.substr(pos));
+            return;
+        }
+        if (best_at > pos) on_text(text.substr(pos, best_at - pos));
+        on_literal(best);
+        pos = best_at + literals[best].size();
+    }
+}
+
+/// Key of a token pair in hash maps.
+inline std::uint64_t pair_key(int left, int right) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(left)) << 32) | static_cast<std::uint32_t>(right);
+}
+
+}  // namespace specdec::detail
+
+namespace specdec {
+
+// ---------------------------------------------------------------------------------------------
+// Tokenizer
+
+/// A byte-level BPE tokenizer compatible with HuggingFace tokenizer.json (ByteLevel
+/// pre-tokenizer without prefix space, BPE model, added tokens). Tokens are raw byte strings:
+/// id_to_token(id) of "Ġthe" in the file is " the". Encoding is const and thread-safe.
+class Tokenizer {
+public:
+    /// Trains merges on `corpus` until the vocab has `vocab_size` tokens or no adjacent pair is
+    /// left. Ids: special tokens first, then the 256 bytes in byte-level
+    /// alphabet order, then one per merge (HF's trainer layout). Deterministic: the most frequent
+    /// pair wins, ties go to the pair whose (left, right) token byte strings sort first.
+    static Tokenizer train(std::string_view corpus, int vocab_size,
+                           std::vector<std::string> special_tokens = {"<|endoftext|>"});
+
+    /// Reads a HuggingFace tokenizer.json; unsupported settings (normalizers, other pre-tokenizers,
+    /// subword prefixes, ...) are refused with the field named rather than silently ignored.
+    static Tokenizer load(const std::filesystem::path& path);
+    static Tokenizer from_json(std::string_view text, std::string_view origin = "tokenizer.json");
+    /// Writes tokenizer.json in the HF schema (written to "<path>.tmp", then renamed).
+    void save(const std::filesystem::path& path) const;
+    std::string to_json() const;
+
+    std::vector<int> encode(std::string_view text) const;
+    /// The concatenated bytes of the tokens; not necessarily valid UTF-8 when ids split a character.
+    std::string decode(std::span<const int> ids) const;
+
+    int vocab_size() const { return static_cast<int>(tokens_.size()); }
+    int n_merges() const { return static_cast<int>(merges_.size()); }
+    /// Id of a token given as raw bytes (an added token by its content); nullopt if absent.
+    std::optional<int> token_to_id(std::string_view token) const;
+    /// Raw bytes of a token (the content of an added token).
+    const std::string& id_to_token(int id) const;
+    bool is_special(int id) const;
+    /// "<|endoftext|>" if present, else the first special token; throws when there is none.
+    int eos_id() const;
+
+private:
+    Tokenizer() = default;  // only the factories make one: every Tokenizer holds a usable vocab
+
+    struct AddedToken {
+        std::string content;
+        int id = 0;
+        bool special = true;
+    };
+    struct MergeRule {
+        int rank = 0;
+        int id = 0;  // the merged token
+    };
+
+    [[noreturn]] void fail(const std::string& what) const { detail::fail("tokenizer", origin_ + ": " + what); }
+    void check_id(int id, std::string_view where) const;
+    int add_regular_token(std::string bytes);
+    void add_merge(int left, int right, int merged);
+    void encode_pretoken(std::string_view piece, std::vector<int>& out) const;
+
+    std::string origin_ = "tokenizer";
+    std::vector<std::string> tokens_;                      // (V) raw bytes, or added-token content
+    std::vector<signed char> added_;                       // (V) 1 for added tokens
+    std::unordered_map<std::string, int> regular_ids_;     // raw bytes -> id, BPE tokens only
+    std::vector<AddedToken> added_tokens_;                 // in id order
+    std::array<int, 256> byte_ids_{};                      // single-byte token ids, -1 if absent
+    std::vector<std::pair<int, int>> merges_;              // (M) by rank
+    std::unordered_map<std::uint64_t, MergeRule> merge_rules_;  // pair_key(left, right) -> rule
+    bool ignore_merges_ = false;                           // HF option: whole pre-token in vocab wins
+};
+
+inline void Tokenizer::check_id(int id, std::string_view where) const {
+    if (id < 0 || id >= vocab_size())
+        fail(std::string(where) + ": id " + std::to_string(id) + " is out of range (vocab size " +
+             std::to_string(vocab_size()) + ")");
+}
+
+inline int Tokenizer::add_regular_token(std::string bytes) {
+    const int id = vocab_size();
+    if (bytes.size() == 1) byte_ids_[static_cast<unsigned char>(bytes[0])] = id;
+    regular_ids_.emplace(bytes, id);
+    tokens_.push_back(std::move(bytes));
+    added_.push_back(0);
+    return id;
+}
+
+inline void Tokenizer::add_merge(int left, int right, int merged) {
+    merge_rules_.emplace(detail::pair_key(left, right), MergeRule{static_cast<int>(merges_.size()), merged});
+    merges_.emplace_back(left, right);
+}
+
+inline std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
+    for (const AddedToken& a : added_tokens_)
+        if (a.content == token) return a.id;
+    auto it = regular_ids_.find(std::string(token));
+    if (it == regular_ids_.end()) return std::nullopt;
+    return it->second;
+}
+
+inline const std::string& Tokenizer::id_to_token(int id) const {
+    check_id(id, "id_to_token");
+    return tokens_[static_cast<std::size_t>(id)];
+}
+
+inline bool Tokenizer::is_special(int id) const {
+    check_id(id, "is_special");
+    for (const AddedToken& a : added_tokens_)
+        if (a.id == id) return a.special;
+    return false;
+}
+
+inline int Tokenizer::eos_id() const {
+    for (const AddedToken& a : added_tokens_)
+        if (a.content == "<|endoftext|>") return a.id;
+    for (const AddedToken& a : added_tokens_)
+        if (a.special) return a.id;
+    fail("eos_id: the tokenizer has no special tokens");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Encoding and decoding
+
+inline void Tokenizer::encode_pretoken(std::string_view piece, std::vector<int>& out) const {
+    if (piece.empty()) return;
+    if (ignore_merges_ || piece.size() == 1) {
+        if (auto it = regular_ids_.find(std::string(piece)); it != regular_ids_.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    }
+    // Symbols form a linked list; a min-heap of candidate merges ordered by (rank, position)
+    // gives HF's merge order in O(n log n) even for a hostile 1 MB run of letters.
+    struct Symbol {
+        int id;
+        int prev;
+        int next;
+    };
+    struct Candidate {
+        int rank;
+        int left;  // symbol index
+        int right;
+        int left_id;
+        int right_id;
+        bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+    };
+    std::vector<Symbol> symbols(piece.size());
+    for (std::size_t i = 0; i < piece.size(); ++i) {
+        const int id = byte_ids_[static_cast<unsigned char>(piece[i])];
+        if (id < 0)
+            fail("encode: byte " + detail::hex_byte(static_cast<unsigned char>(piece[i])) +
+                 " has no token in the vocab (a byte-level vocab needs all 256)");
+        symbols[i] = {id, static_cast<int>(i) - 1, i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1};
+    }
+    std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
+    auto consider = [&](int left) {
+        if (left < 0) return;
+        const int right = symbols[static_cast<std::size_t>(left)].next;
+        if (right < 0) return;
+        const int left_id = symbols[static_cast<std::size_t>(left)].id;
+        const int right_id = symbols[static_cast<std::size_t>(right)].id;
+        if (auto it = merge_rules_.find(detail::pair_key(left_id, right_id)); it != merge_rules_.end())
+            heap.push({it->second.rank, left, right, left_id, right_id});
+    };
+    for (int i = 0; i + 1 < static_cast<int>(symbols.size()); ++i) consider(i);
+    while (!heap.empty()) {
+        const Candidate c = heap.top();
+        heap.pop();
+        Symbol& left = symbols[static_cast<std::size_t>(c.left)];
+        if (left.id != c.left_id || left.next != c.right) continue;  // stale: a neighbour merged first
+        Symbol& right = symbols[static_cast<std::size_t>(c.right)];
+        if (right.id != c.right_id) continue;
+        left.id = merge_rules_.at(detail::pair_key(c.left_id, c.right_id)).id;
+        left.next = right.next;
+        if (right.next >= 0) symbols[static_cast<std::size_t>(right.next)].prev = c.left;
+        right.id = -1;
+        consider(left.prev);
+        consider(c.left);
+    }
+    for (int i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) out.push_back(symbols[static_cast<std::size_t>(i)].id);
+}
+
+inline std::vector<int> Tokenizer::encode(std::string_view text) const {
+    std::vector<int> out;
+    // Pre-tokens repeat a lot in running text; cache them for this call only (keeps encode const
+    // and thread-safe). Keys view into `text`.
+    std::unordered_map<std::string_view, std::pair<std::size_t, std::size_t>> cache;  // piece -> [begin, end) in out
+    auto encode_plain = [&](std::string_view segment) {
+        detail::for_each_pretoken(segment, [&](std::string_view piece) {
+            if (auto it = cache.find(piece); it != cache.end()) {
+                const auto [begin, end] = it->second;
+                for (std::size_t k = begin; k < end; ++k) out.push_back(out[k]);
+                return;
+            }
+            const std::size_t begin = out.size();
+            encode_pretoken(piece, out);
+            cache.emplace(piece, std::pair{begin, out.size()});
+        });
+    };
+    // Added tokens are matched literally before pre-tokenization, leftmost then longest.
+    std::vector<std::string_view> literals;
+    for (const AddedToken& a : added_tokens_) literals.push_back(a.content);
+    detail::split_on_literals(text, literals, encode_plain, [&](std::size_t k) { out.push_back(added_tokens_[k].id); });
+    return out;
+}
+
+inline std::string Tokenizer::decode(std::span<const int> ids) const {
+    std::string out;
+    for (int id : ids) {
+        check_id(id, "decode");
+        out += tokens_[static_cast<std::size_t>(id)];
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Training
+
+namespace detail {
+
+/// Word-level state of BPE training (Sennrich et al. 2016, §3.2, with the incremental pair
+/// counts of HF's BpeTrainer): unique pre-tokens with their counts, the count of every adjacent
+/// pair, and for each pair the words that (may) contain it, so a merge only revisits those.
+class BpeTrainer {
+public:
+    BpeTrainer(const std::vector<std::string>& tokens) : tokens_(tokens) {}
+
+    void add_words(const std::unordered_map<std::string_view, std::int64_t>& counts, const std::array<int, 256>& byte_ids) {
+        std::vector<std::pair<std::string_view, std::int64_t>> sorted(counts.begin(), counts.end());
+        std::sort(sorted.begin(), sorted.end());  // word order must not depend on hashing
+        for (const auto& [word, count] : sorted) {
+            std::vector<int> symbols;
+            symbols.reserve(word.size());
+            for (char c : word) symbols.push_back(byte_ids[static_cast<unsigned char>(c)]);
+            const int w = static_cast<int>(words_.size());
+            for (std::size_t i = 0; i + 1 < symbols.size(); ++i) {
+                const std::uint64_t key = pair_key(symbols[i], symbols[i + 1]);
+                pair_counts_[key] += count;
+                where_[key].push_back(w);
+            }
+            words_.push_back(std::move(symbols));
+            word_counts_.push_back(count);
+        }
+        for (const auto& [key, count] : pair_counts_) heap_.push({count, key});
+    }
+
+    struct Best {
+        int left = -1;
+        int right = -1;
+    };
+
+    /// The most frequent pair still present (ties: byte strings of (left, right) sort first),
+    /// skipping pairs in `banned`; {-1, -1} when no pair is left.
+    Best pop_best(const std::unordered_set<std::uint64_t>& banned) {
+        while (!heap_.empty()) {
+            const Entry top = heap_.top();
+            heap_.pop();
+            auto it = pair_counts_.find(top.key);
+            const std::int64_t current = it == pair_counts_.end() ? 0 : it->second;
+            if (current <= 0 || banned.contains(top.key)) continue;
+            if (current != top.count) {  // stale: the count dropped since this entry was pushed
+                heap_.push({current, top.key});
+                continue;
+            }
+            return {static_cast<int>(top.key >> 32), static_cast<int>(top.key & 0xFFFFFFFFu)};
+        }
+        return {};
+    }
+
+    /// Replaces every (left, right) by `merged` in the words that contain it, updating counts.
+    void apply_merge(int left, int right, int merged) {
+        const std::uint64_t merged_key = pair_key(left, right);
+        std::vector<int> affected = std::move(where_[merged_key]);
+        where_.erase(merged_key);
+        std::sort(affected.begin(), affected.end());
+        affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+
+        delta_.clear();
+        std::vector<int> rewritten;
+        for (int w : affected) {
+            std::vector<int>& s = words_[static_cast<std::size_t>(w)];
+            const std::int64_t count = word_counts_[static_cast<std::size_t>(w)];
+            rewritten.clear();
+            for (std::size_t i = 0; i < s.size();) {
+                if (i + 1 < s.size() && s[i] == left && s[i + 1] == right) {
+                    // The pairs around the occurrence change: (prev, left) becomes (prev, merged)
+                    // and (right, next) becomes (merged, next).
+                    if (!rewritten.empty()) {
+                        delta_[pair_key(rewritten.back(), left)] -= count;
+                        add_delta(pair_key(rewritten.back(), merged), count, w);
+                    }
+                    if (i + 2 < s.size()) {
+                        delta_[pair_key(right, s[i + 2])] -= count;
+                        add_delta(pair_key(merged, s[i + 2]), count, w);
+                    }
+                    delta_[merged_key] -= count;
+                    rewritten.push_back(merged);
+                    i += 2;
+                } else {
+                    rewritten.push_back(s[i]);
+                    i += 1;
+                }
+            }
+            s.assign(rewritten.begin(), rewritten.end());
+        }
+        for (const auto& [key, d] : delta_) {
+            if (d == 0) continue;
+            std::int64_t& count = pair_counts_[key];
+            count += d;
+            if (count <= 0) {
+                pair_counts_.erase(key);
+                where_.erase(key);
+            } else if (d > 0) {
+                heap_.push({count, key});
+            }
+        }
+    }
+
+private:
+    struct Entry {
+        std::int64_t count;
+        std::uint64_t key;
+    };
+    struct EntryOrder {
+        const std::vector<std::string>* tokens;
+        /// "a < b" for a max-heap: lower count, then the lexicographically later pair, ranks lower.
+        bool operator()(const Entry& a, const Entry& b) const {
+            if (a.count != b.count) return a.count < b.count;
+            const std::string& al = (*tokens)[a.key >> 32];
+            const std::string& bl = (*tokens)[b.key >> 32];
+            if (al != bl) return al > bl;
+            return (*tokens)[a.key & 0xFFFFFFFFu] > (*tokens)[b.key & 0xFFFFFFFFu];
+        }
+    };
+
+    void add_delta(std::uint64_t key, std::int64_t count, int word) {
+        delta_[key] += count;
+        where_[key].push_back(word);
+    }
+
+    const std::vector<std::string>& tokens_;  // grows while training; read through the reference
+    std::vector<std::vector<int>> words_;     // (W) symbols of each unique pre-token
+    std::vector<std::int64_t> word_counts_;   // (W)
+    std::unordered_map<std::uint64_t, std::int64_t> pair_counts_;
+    std::unordered_map<std::uint64_t, std::vector<int>> where_;  // pair -> words, may hold stale or repeated entries
+    std::unordered_map<std::uint64_t, std::int64_t> delta_;       // scratch for one merge
+    std::priority_queue<Entry, std::vector<Entry>, EntryOrder> heap_{EntryOrder{&tokens_}};
+};
+
+}  // namespace detail
+
+inline Tokenizer Tokenizer::train(std::string_view corpus, int vocab_size, std::vector<std::string> special_tokens) {
+    Tokenizer t;
+    t.origin_ = "train";
+    const int n_base = 256 + static_cast<int>(special_tokens.size());
+    if (vocab_size < n_base)
+        t.fail("vocab_size " + std::to_string(vocab_size) + " is below the 256 byte tokens plus " +
+               std::to_string(special_tokens.size()) + " special tokens");
+    for (std::size_t i = 0; i < special_tokens.size(); ++i) {
+        if (special_tokens[i].empty()) t.fail("special token " + std::to_string(i) + " is empty");
+        for (std::size_t j = 0; j < i; ++j)
+            if (special_tokens[i] == special_tokens[j]) t.fail("special token '" + special_tokens[i] + "' is listed twice");
+        t.added_tokens_.push_back({special_tokens[i], t.vocab_size(), true});
+        t.tokens_.push_back(special_tokens[i]);
+        t.added_.push_back(1);
+    }
+    t.byte_ids_.fill(-1);
+    std::array<int, 256> bytes{};
+    for (int b = 0; b < 256; ++b) bytes[static_cast<std::size_t>(b)] = b;
+    std::sort(bytes.begin(), bytes.end(), [](int a, int b) {
+        return detail::kByteToCodePoint[static_cast<std::size_t>(a)] < detail::kByteToCodePoint[static_cast<std::size_t>(b)];
+    });
+    for (int b : bytes) t.add_regular_token(std::string(1, static_cast<char>(b)));
+
+    // Count pre-tokens between special tokens (their text is never part of a word).
+    std::unordered_map<std::string_view, std::int64_t> counts;
+    const std::vector<std::string_view> literals(special_tokens.begin(), special_tokens.end());
+    detail::split_on_literals(
+        corpus, literals,
+        [&](std::string_view stretch) { detail::for_each_pretoken(stretch, [&](std::string_view w) { ++counts[w]; }); },
+        [](std::size_t) {});
+
+    // A merge that would spell a special token is skipped: the two could not share a vocab key.
+    std::unordered_set<std::string> special_spellings;
+    for (const std::string& s : special_tokens) special_spellings.insert(s);
+    std::unordered_set<std::uint64_t> banned;
+
+    detail::BpeTrainer trainer(t.tokens_);
+    trainer.add_words(counts, t.byte_ids_);
+    while (t.vocab_size() < vocab_size) {
+        const auto best = trainer.pop_best(banned);
+        if (best.left < 0) break;
+        std::string merged = t.tokens_[static_cast<std::size_t>(best.left)] + t.tokens_[static_cast<std::size_t>(best.right)];
+        if (special_spellings.contains(detail::byte_level_encode(merged))) {
+            banned.insert(detail::pair_key(best.left, best.right));
+            continue;
+        }
+        // Two merges can spell the same bytes ("ab"+"c", "a"+"bc"): reuse the id, as HF does.
+        auto existing = t.regular_ids_.find(merged);
+        const int id = existing != t.regular_ids_.end() ? existing->second : t.add_regular_token(std::move(merged));
+        t.add_merge(best.left, best.right, id);
+        trainer.apply_merge(best.left, best.right, id);
+    }
+    t.origin_ = "trained tokenizer";
+    return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// tokenizer.json
+
+inline std::string Tokenizer::to_json() const {
+    auto byte_level = [] {
+        json::Object o;
+        o.insert("type", "ByteLevel");
+        o.insert("add_prefix_space", false);
+        o.insert("trim_offsets", true);
+        o.insert("use_regex", true);
+        return o;
+    };
+    json::Array added;
+    for (const AddedToken& a : added_tokens_) {
+        json::Object o;
+        o.insert("id", a.id);
+        o.insert("content", a.content);
+        o.insert("single_word", false);
+        o.insert("lstrip", false);
+        o.insert("rstrip", false);
+        o.insert("normalized", false);
+        o.insert("special", a.special);
+        added.push_back(std::move(o));
+    }
+    json::Object vocab;
+    for (std::size_t id = 0; id < tokens_.size(); ++id) {
+        // Added tokens are stored by content, BPE tokens in the byte-level alphabet (as HF does).
+        std::string key = added_[id] ? tokens_[id] : detail::byte_level_encode(tokens_[id]);
+        if (!vocab.insert(key, static_cast<int>(id)))
+            fail("to_json: token " + std::to_string(id) + " is spelled '" + key + "' like another token");
+    }
+    json::Array merges;
+    for (const auto& [left, right] : merges_)
+        merges.push_back(json::Array{detail::byte_level_encode(tokens_[static_cast<std::size_t>(left)]),
+                                     detail::byte_level_encode(tokens_[static_cast<std::size_t>(right)])});
+    json::Object model;
+    model.insert("type", "BPE");
+    model.insert("dropout", nullptr);
+    model.insert("unk_token", nullptr);
+    model.insert("continuing_subword_prefix", nullptr);
+    model.insert("end_of_word_suffix", nullptr);
+    model.insert("fuse_unk", false);
+    model.insert("byte_fallback", false);
+    model.insert("ignore_merges", ignore_merges_);
+    model.insert("vocab", std::move(vocab));
+    model.insert("merges", std::move(merges));
+
+    json::Object root;
+    root.insert("version", "1.0");
+    root.insert("truncation", nullptr);
+    root.insert("padding", nullptr);
+    root.insert("added_tokens", std::move(added));
+    root.insert("normalizer", nullptr);
+    root.insert("pre_tokenizer", byte_level());
+    root.insert("post_processor", nullptr);
+    json::Object decoder = byte_level();
+    decoder.set("add_prefix_space", true);  // what HF's ByteLevel decoder config carries; decoding ignores it
+    root.insert("decoder", std::move(decoder));
+    root.insert("model", std::move(model));
+    return json::dump(json::Value(std::move(root)));
+}
+
+inline void Tokenizer::save(const std::filesystem::path& path) const {
+    const std::string text = to_json();
+    const std::filesystem::path temp = path.string() + ".tmp";
+    auto fail_io = [&](const std::string& what) { detail::fail("tokenizer", path.string() + ": " + what); };
+    {
+        std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+        if (!out) fail_io("cannot create " + temp.string());
+        out.write(text.data(), static_cast<std::streamsize>(text.size()));
+        if (!out.flush()) fail_io("write to " + temp.string() + " failed");
+    }
+    std::error_code ec;
+    std::filesystem::rename(temp, path, ec);
+    if (ec) {
+        std::filesystem::remove(temp, ec);
+        fail_io("cannot rename " + temp.string() + " into place: " + ec.message());
+    }
+}
+
+inline Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) detail::fail("tokenizer", path.string() + ": cannot open");
+    std::ostringstream text;
+    text << in.rdbuf();
+    return from_json(text.str(), path.string());
+}
+
+inline Tokenizer Tokenizer::from_json(std::string_view text, std::string_view origin) {
+    Tokenizer t;
+    t.origin_ = std::string(origin);
+    const json::Value root = json::parse(text, origin);
+    const json::Value& model = root.at("model");
+    auto quoted = [](const json::Value* v) { return v ? json::dump(*v) : std::string("absent"); };
+    auto is_null = [](const json::Value* v) { return v == nullptr || v->is_null(); };
+    auto is_empty_or_null = [&](const json::Value* v) { return is_null(v) || (v->is_string() && v->as_string().empty()); };
+    auto is_false = [](const json::Value* v) { return v == nullptr || (v->is_bool() && !v->as_bool()); };
+    auto unsupported = [&](const std::string& field, const json::Value* v, const std::string& supported) {
+        t.fail(field + " is " + quoted(v) + "; only " + supported + " is supported");
+    };
+    auto type_of = [](const json::Value* v) -> std::string {
+        if (v == nullptr || !v->is_object()) return "";
+        const json::Value* type = v->find("type");
+        return type && type->is_string() ? type->as_string() : "";
+    };
+
+    // Settings that would change the ids are refused, not ignored.
+    if (const json::Value* type = model.find("type"); !type || !type->is_string() || type->as_string() != "BPE")
+        unsupported("model.type", type, "\"BPE\"");
+    if (const json::Value* v = root.find("normalizer"); !is_null(v)) unsupported("normalizer", v, "null");
+    const json::Value* pre = root.find("pre_tokenizer");
+    if (type_of(pre) != "ByteLevel") unsupported("pre_tokenizer", pre, "ByteLevel");
+    if (const json::Value* v = pre->find("add_prefix_space"); !is_false(v))
+        unsupported("pre_tokenizer.add_prefix_space", v, "false");
+    if (const json::Value* v = pre->find("use_regex"); v && !(v->is_bool() && v->as_bool()))
+        unsupported("pre_tokenizer.use_regex", v, "true");
+    if (const json::Value* v = root.find("post_processor"); !is_null(v) && type_of(v) != "ByteLevel")
+        unsupported("post_processor", v, "null or ByteLevel");
+    if (const json::Value* v = root.find("decoder"); !is_null(v) && type_of(v) != "ByteLevel")
+        unsupported("decoder", v, "null or ByteLevel");
+    if (const json::Value* v = model.find("dropout"); !is_null(v) && !(v->is_number() && v->as_double() == 0.0))
+        unsupported("model.dropout", v, "null");
+    if (const json::Value* v = model.find("continuing_subword_prefix"); !is_empty_or_null(v))
+        unsupported("model.continuing_subword_prefix", v, "null");
+    if (const json::Value* v = model.find("end_of_word_suffix"); !is_empty_or_null(v))
+        unsupported("model.end_of_word_suffix", v, "null");
+    if (const json::Value* v = model.find("byte_fallback"); !is_false(v)) unsupported("model.byte_fallback", v, "false");
+    if (const json::Value* v = model.find("ignore_merges")) t.ignore_merges_ = v->as_bool();
+
+    // Ids: model.vocab and added_tokens together must number 0..V-1 without holes.
+    const json::Object& vocab = model.at("vocab").as_object();
+    std::unordered_map<int, std::string> added_content;  // id -> content
+    std::vector<AddedToken> added;
+    if (const json::Value* list = root.find("added_tokens"); list && !list->is_null()) {
+        const json::Array& items = list->as_array();
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            const std::string field = "added_tokens[" + std::to_string(i) + "]";
+            const json::Value& item = items[i];
+            const std::int64_t id = item.at("id").as_int();
+            const std::string& content = item.at("content").as_string();
+            for (const char* flag : {"single_word", "lstrip", "rstrip"})
+                if (const json::Value* v = item.find(flag); !is_false(v))
+                    unsupported(field + "." + flag, v, "false");
+            if (id < 0 || id > std::numeric_limits<int>::max())
+                t.fail(field + ": id " + std::to_string(id) + " is out of range");
+            if (content.empty()) t.fail(field + ": content is empty");
+            const json::Value* special = item.find("special");
+            if (!added_content.emplace(static_cast<int>(id), content).second)
+                t.fail(field + ": id " + std::to_string(id) + " is used by an earlier added token");
+            added.push_back({content, static_cast<int>(id), special == nullptr || special->as_bool()});
+        }
+    }
+    std::int64_t max_id = -1;
+    for (const json::Member& m : vocab) max_id = std::max(max_id, m.value.as_int());
+    for (const AddedToken& a : added) max_id = std::max<std::int64_t>(max_id, a.id);
+    if (max_id >= static_cast<std::int64_t>(vocab.size() + added.size()))
+        t.fail("model.vocab: id " + std::to_string(max_id) + " is too large for " + std::to_string(vocab.size()) +
+               " vocab entries and " + std::to_string(added.size()) + " added tokens (ids must be 0..V-1)");
+    const auto n = static_cast<std::size_t>(max_id + 1);
+    t.tokens_.assign(n, std::string());
+    t.added_.assign(n, 0);
+    std::vector<std::string> spelling(n);  // the vocab key of each id, for messages
+    std::vector<char> seen(n, 0);
+    t.byte_ids_.fill(-1);
+    for (const json::Member& m : vocab) {
+        const std::int64_t id = m.value.as_int();
+        if (id < 0) t.fail("model.vocab: token '" + m.key + "' has negative id " + std::to_string(id));
+        const auto u = static_cast<std::size_t>(id);
+        if (seen[u])
+            t.fail("model.vocab: id " + std::to_string(id) + " is used by both '" + spelling[u] + "' and '" + m.key + "'");
+        seen[u] = 1;
+        spelling[u] = m.key;
+        if (auto it = added_content.find(static_cast<int>(id)); it != added_content.end()) {
+            if (it->second != m.key)
+                t.fail("model.vocab: id " + std::to_string(id) + " is '" + m.key + "' but added_tokens gives it '" +
+                       it->second + "'");
+            continue;
+        }
+        std::optional<std::string> raw = detail::byte_level_decode(m.key);
+        if (!raw)
+            t.fail("model.vocab: token '" + m.key + "' (id " + std::to_string(id) +
+                   ") has a character outside the byte-level alphabet");
+        if (raw->size() == 1) t.byte_ids_[static_cast<unsigned char>((*raw)[0])] = static_cast<int>(id);
+        t.regular_ids_.emplace(*raw, static_cast<int>(id));
+        t.tokens_[u] = std::move(*raw);
+    }
+    for (const AddedToken& a : added) {
+        const auto u = static_cast<std::size_t>(a.id);
+        seen[u] = 1;
+        t.tokens_[u] = a.content;
+        t.added_[u] = 1;
+    }
+    for (std::size_t id = 0; id < n; ++id)
+        if (!seen[id]) t.fail("model.vocab: no token has id " + std::to_string(id) + " (ids must be 0..V-1)");
+    std::sort(added.begin(), added.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
+    t.added_tokens_ = std::move(added);
+
+    // Merges: "a b" strings (older files) or ["a", "b"] pairs; rank = position.
+    const json::Array& merges = model.at("merges").as_array();
+    for (std::size_t i = 0; i < merges.size(); ++i) {
+        const std::string field = "model.merges[" + std::to_string(i) + "]";
+        std::string parts[2];
+        if (merges[i].is_string()) {
+            const std::string& s = merges[i].as_string();
+            const std::size_t space = s.find(' ');
+            if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos)
+                t.fail(field + ": \"" + s + "\" is not two tokens separated by one space");
+            parts[0] = s.substr(0, space);
+            parts[1] = s.substr(space + 1);
+        } else if (merges[i].is_array() && merges[i].as_array().size() == 2) {
+            parts[0] = merges[i].as_array()[0].as_string();
+            parts[1] = merges[i].as_array()[1].as_string();
+        } else {
+            t.fail(field + " is " + json::dump(merges[i]) + ", expected \"a b\" or [\"a\", \"b\"]");
+        }
+        int ids[2];
+        std::string merged;
+        for (int k = 0; k < 2; ++k) {
+            const json::Value* id = vocab.find(parts[k]);
+            if (!id) t.fail(field + ": '" + parts[k] + "' is not in model.vocab");
+            ids[k] = static_cast<int>(id->as_int());
+            merged += parts[k];
+        }
+        const json::Value* merged_id = vocab.find(merged);
+        if (!merged_id) t.fail(field + ": merged token '" + merged + "' is not in model.vocab");
+        if (t.merge_rules_.contains(detail::pair_key(ids[0], ids[1])))
+            t.fail(field + ": merge '" + parts[0] + "' + '" + parts[1] + "' appears twice");
+        t.add_merge(ids[0], ids[1], static_cast<int>(merged_id->as_int()));
+    }
+    return t;
+}
+
+}  // namespace specdec

@@ -1,0 +1,169 @@
+// specdec/detail/loop/generate.hpp — the one decoding loop: build, verify, accept, commit.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../policies/acceptors.hpp"
+#include "../core/concepts.hpp"
+#include "../core/error.hpp"
+#include "../policies/proposers.hpp"
+#include "../core/sampling.hpp"
+#include "../policies/tree_builders.hpp"
+#include "../policies/verifier.hpp"
+
+namespace specdec {
+
+struct GenerateOptions {
+    int max_new_tokens = 64;   // stop after this many new tokens (the output is cut to it exactly)
+    Sampling sampling{};       // applied to target and draft rows alike; temperature 0 = greedy
+    std::uint64_t seed = 0;    // keys every random draw (counter-based: same seed, same draws)
+    int eos_token = -1;        // stop after emitting this token; -1 = never
+};
+
+/// One target forward and what it yielded.
+struct StepRecord {
+    int n_drafted = 0;   // tree nodes other than the root
+    int depth = 0;       // deepest draft
+    int n_accepted = 0;  // drafts kept (the path minus its root)
+    int n_emitted = 0;   // tokens this step added to the output: accepted drafts + bonus, after the cut
+    int n_draft_calls = 0;  // drafter forwards this step (0 when the proposer does not count them)
+    double t_draft = 0, t_verify = 0, t_accept = 0, t_commit = 0;  // seconds
+};
+
+struct Generation {
+    std::vector<int> tokens;        // new tokens only, prompt excluded
+    std::vector<int> token_depth;   // per token: depth of the accepted draft it was, 0 = the target's own
+    std::vector<StepRecord> steps;
+
+    int n_target_calls() const { return static_cast<int>(steps.size()); }
+    /// tau: tokens committed per target forward, bonus included (EDD, FSPAD, Spec-Bench).
+    double tau() const { return steps.empty() ? 0.0 : static_cast<double>(tokens.size()) / steps.size(); }
+    /// How many steps accepted at least d drafts, for d = 1..max depth: acceptance per draft position.
+    std::vector<int> accepted_at_depth() const {
+        std::vector<int> out;
+        for (const StepRecord& s : steps) {
+            if (static_cast<int>(out.size()) < s.depth) out.resize(s.depth, 0);
+            for (int d = 0; d < s.n_accepted; ++d) ++out[d];
+        }
+        return out;
+    }
+};
+
+/// Speculative decoding, one step per target forward:
+///   1. build  — the TreeBuilder drives the Proposer from the pending root and returns a Tree
+///   2. verify — the Verifier scores every node with one target forward (tree attention)
+///   3. accept — the Acceptor walks the tree: accepted path (root first) and the next token
+///   4. commit — the target keeps the path's KV rows; the drafter observes; the bonus is the new root
+/// Autoregressive decoding is this loop with RootOnly (an empty draft).
+template <LanguageModel Target, Proposer P, TreeBuilder<P> B, Verifier<Target> Ver, Acceptor A>
+Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& verifier, A& acceptor,
+                                std::span<const int> prompt, const GenerateOptions& opts) {
+    using clock = std::chrono::steady_clock;
+    const auto seconds = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+    opts.sampling.validate();
+    const int V = target.vocab_size();
+    detail::require(proposer.vocab_size() == V, "generate", [&] {
+        return "the target's vocabulary has " + std::to_string(V) + " tokens, the drafter's has " +
+               std::to_string(proposer.vocab_size()) + "; a drafter must share the target's tokenizer";
+    });
+    detail::require(!prompt.empty(), "generate", [] { return std::string("the prompt is empty (it needs at least one token)"); });
+    for (std::size_t i = 0; i < prompt.size(); ++i)
+        detail::require(prompt[i] >= 0 && prompt[i] < V, "generate", [&] {
+            return "prompt token " + std::to_string(i) + " has id " + std::to_string(prompt[i]) +
+                   ", outside the vocabulary [0, " + std::to_string(V) + ")";
+        });
+    detail::require(opts.max_new_tokens >= 0, "generate",
+                    [&] { return "max_new_tokens must be >= 0, got " + std::to_string(opts.max_new_tokens); });
+    detail::require(static_cast<long>(prompt.size()) + opts.max_new_tokens <= target.context_size(), "generate", [&] {
+        return "prompt of " + std::to_string(prompt.size()) + " tokens + max_new_tokens " +
+               std::to_string(opts.max_new_tokens) + " exceeds the target's context of " +
+               std::to_string(target.context_size()) + " tokens";
+    });
+
+    if constexpr (requires { proposer.reviews_with(static_cast<const void*>(&target)); })
+        detail::require(!proposer.reviews_with(static_cast<const void*>(&target)), "generate", [] {
+            return std::string("a Review level of the proposer drives the target model itself: it would share the "
+                               "target's KV cache, and its lenience (CS Drafting §3) would change the target's "
+                               "output; lenience is allowed only between drafters (review with another model)");
+        });
+
+    Generation out;
+    std::vector<int> text(prompt.begin(), prompt.end());  // prompt + committed tokens; ends with the root
+    target.reset();
+    detail::prefill(target, prompt.first(prompt.size() - 1));
+    proposer.start(prompt);
+    int root = prompt.back();
+    const auto draft_calls = [&] {
+        if constexpr (requires { proposer.n_calls(); }) return static_cast<int>(proposer.n_calls());
+        else return 0;
+    };
+    for (std::uint32_t step = 0; static_cast<int>(out.tokens.size()) < opts.max_new_tokens; ++step) {
+        const StepContext ctx{opts.sampling, StepRng{opts.seed, step, RngStream::kAccept}, text,
+                              static_cast<int>(prompt.size())};
+        StepRecord rec;
+        const int calls_before = draft_calls();
+        const auto t0 = clock::now();
+        const Tree tree = builder.build(proposer, root, ctx);
+        detail::require(!tree.empty() && tree[0].parent < 0 && tree[0].token == root, "generate", [&] {
+            return "the tree builder must return a tree whose node 0 is a root holding the pending token " +
+                   std::to_string(root);
+        });
+        const auto t1 = clock::now();
+        const Rows logits = verifier.verify(target, tree);
+        const auto t2 = clock::now();
+        AcceptResult res = acceptor.accept(tree, logits, ctx);
+        validate_path(tree, res.path, "acceptor");
+        detail::require(!res.path.empty() && res.path[0] == 0 && res.bonus >= 0 && res.bonus < V, "acceptor", [&] {
+            return "an acceptor must return a path starting at node 0 and a bonus token in [0, " + std::to_string(V) +
+                   "), got bonus " + std::to_string(res.bonus);
+        });
+        const auto t3 = clock::now();
+
+        // The step's new tokens: accepted drafts, then the bonus. Cut at max_new_tokens or EOS; the
+        // first token past the cut stays pending (it is a correct next token, so nothing is lost).
+        std::vector<int> emitted;
+        for (std::size_t j = 1; j < res.path.size(); ++j) emitted.push_back(tree[res.path[j]].token);
+        emitted.push_back(res.bonus);
+        int keep = std::min<int>(static_cast<int>(emitted.size()), opts.max_new_tokens - static_cast<int>(out.tokens.size()));
+        for (int j = 0; j < keep; ++j)
+            if (emitted[j] == opts.eos_token) keep = j + 1;
+        res.path.resize(keep);  // root + (keep - 1) drafts; emitted[keep - 1] becomes the pending root
+        target.commit(res.path);
+        proposer.observe(StepOutcome{tree, res.path, emitted[keep - 1]});
+        root = emitted[keep - 1];
+        out.tokens.insert(out.tokens.end(), emitted.begin(), emitted.begin() + keep);
+        text.insert(text.end(), emitted.begin(), emitted.begin() + keep);
+        for (int j = 0; j < keep; ++j) out.token_depth.push_back(j + 1 < static_cast<int>(emitted.size()) ? j + 1 : 0);
+        const auto t4 = clock::now();
+
+        rec.n_drafted = tree.size() - 1;
+        rec.depth = tree.max_depth();
+        rec.n_accepted = static_cast<int>(emitted.size()) - 1;
+        rec.n_emitted = keep;
+        rec.n_draft_calls = draft_calls() - calls_before;
+        rec.t_draft = seconds(t0, t1);
+        rec.t_verify = seconds(t1, t2);
+        rec.t_accept = seconds(t2, t3);
+        rec.t_commit = seconds(t3, t4);
+        out.steps.push_back(rec);
+        if (keep > 0 && out.tokens.back() == opts.eos_token) break;
+    }
+    return out;
+}
+
+/// Plain decoding with the target alone: the same loop with an empty draft, one token per forward.
+template <LanguageModel Target>
+Generation autoregressive_generate(Target& target, std::span<const int> prompt, const GenerateOptions& opts) {
+    NoProposer none{target.vocab_size()};
+    RootOnly builder;
+    TreeVerifier verifier;
+    SampleAndMatch acceptor;
+    return speculative_generate(target, none, builder, verifier, acceptor, prompt, opts);
+}
+
+}  // namespace specdec

@@ -1,0 +1,158 @@
+// specdec/detail/policies/tree_builders.hpp — how a draft tree grows: nothing (autoregressive), a chain, a k-ary tree.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "../core/concepts.hpp"
+#include "../core/error.hpp"
+#include "proposers.hpp"
+#include "../core/sampling.hpp"
+#include "../core/tree.hpp"
+
+namespace specdec {
+
+/// How children are drawn from the draft distribution q of their parent.
+enum class DrawPolicy {
+    kTopK,                      // the k most likely tokens, deterministically (greedy trees)
+    kSampleWithReplacement,     // k i.i.d. draws from q (SpecInfer; may repeat a token)
+    kSampleWithoutReplacement,  // k draws, each from q with earlier draws removed (MCSD)
+};
+
+namespace detail {
+
+/// Adds `k` children of `node` drawn from q by `policy`; sampled draws record q on the parent so the
+/// acceptor can check its precondition and use the exact distribution.
+inline void add_children(Tree& tree, int node, std::span<const float> q, int k, DrawPolicy policy, const StepRng& rng) {
+    const int V = static_cast<int>(q.size());
+    k = std::min(k, V);
+    if (policy == DrawPolicy::kTopK) {
+        std::vector<int> order(V);
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int a, int b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
+        for (int i = 0; i < k; ++i) tree.add(order[i], node, q[order[i]], Draw::kTopK);
+        return;
+    }
+    tree.set_child_dist(node, q);
+    std::vector<float> left(q.begin(), q.end());
+    for (int i = 0; i < k; ++i) {
+        const int t = sample_index(left, rng.uniform(static_cast<std::uint32_t>(node), static_cast<std::uint32_t>(i)));
+        if (policy == DrawPolicy::kSampleWithReplacement) {
+            tree.add(t, node, q[t], Draw::kSampledWithReplacement);
+        } else {
+            tree.add(t, node, q[t], Draw::kSampledWithoutReplacement);
+            left[t] = 0.0f;
+            if (std::all_of(left.begin(), left.end(), [](float v) { return v <= 0.0f; })) break;
+        }
+    }
+}
+
+/// Up to `n` tokens from a token-drafting proposer, asking again while it yields (a cascade level
+/// yields one review's worth per call).
+template <DraftsTokens P>
+Draft draft_tokens(P& proposer, int n, const StepContext& ctx) {
+    Draft out;
+    std::vector<int> after;
+    while (static_cast<int>(out.size()) < n) {
+        Draft more = proposer.draft(after, n - static_cast<int>(out.size()), ctx);
+        if (more.empty()) break;
+        more.resize(std::min<std::size_t>(more.size(), n - out.size()));
+        for (DraftToken& t : more) {
+            after.push_back(t.token);
+            out.push_back(std::move(t));
+        }
+    }
+    return out;
+}
+
+/// Appends a drafted token under `parent`, recording its law so the acceptor can check and use it.
+/// Under sampling a deterministic token is recorded with q = one-hot: a draw from a point mass, which
+/// speculative sampling accepts with probability p(x) and which keeps it lossless.
+inline int add_drafted(Tree& tree, int parent, const DraftToken& t, const Sampling& sampling, int vocab) {
+    const float qx = t.q.empty() ? 1.0f : t.q[t.token];
+    if (sampling.greedy()) return tree.add(t.token, parent, qx, Draw::kTopK);
+    if (t.sampled) {
+        tree.set_child_dist(parent, t.q);
+    } else {
+        std::vector<float> one_hot(vocab, 0.0f);
+        one_hot[t.token] = 1.0f;
+        tree.set_child_dist(parent, one_hot);
+    }
+    return tree.add(t.token, parent, t.sampled ? qx : 1.0f, Draw::kSampledWithReplacement);
+}
+
+}  // namespace detail
+
+/// Drafts nothing: the tree is the pending root alone. With it the loop is autoregressive decoding.
+struct RootOnly {
+    template <Proposer P>
+    Tree build(P&, int root_token, const StepContext&) {
+        Tree t;
+        t.add_root(root_token);
+        return t;
+    }
+};
+
+/// A k-ary token tree: k_config[d] children for every node at depth d (e.g. MCSD's (4,2,2,1): 4
+/// children of the root, 2 of each of those, ...). One draft forward per depth over the whole frontier.
+struct KAryTree {
+    std::vector<int> k_config;
+    DrawPolicy draw = DrawPolicy::kTopK;
+
+    template <ScoresNodes P>
+    Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        for (std::size_t d = 0; d < k_config.size(); ++d)
+            detail::require(k_config[d] >= 1, "tree_builder", [&] {
+                return "k_config[" + std::to_string(d) + "] = " + std::to_string(k_config[d]) + ", must be >= 1";
+            });
+        Tree tree;
+        std::vector<int> frontier{tree.add_root(root_token)};
+        std::vector<float> q(proposer.vocab_size());
+        const StepRng rng = ctx.rng.with_stream(RngStream::kDraft);
+        for (int k : k_config) {
+            const Rows logits = proposer.propose(tree, frontier);
+            const int first_new = tree.size();
+            for (std::size_t j = 0; j < frontier.size(); ++j) {
+                draft_probs(logits.row(static_cast<int>(j)), ctx.sampling, q);
+                detail::add_children(tree, frontier[j], q, k, draw, rng);
+            }
+            frontier.resize(tree.size() - first_new);
+            std::iota(frontier.begin(), frontier.end(), first_new);
+        }
+        return tree;
+    }
+};
+
+/// Vanilla speculative decoding's draft (Leviathan et al. 2023; Chen et al. 2023): gamma tokens in a
+/// chain, the drafter's argmax under greedy decoding and a draw from q under sampling, which is what
+/// SpeculativeSampling needs. A token-drafting proposer (a cascade) is asked for the gamma tokens and
+/// their laws instead.
+struct Chain {
+    int gamma = 4;
+
+    template <Proposer P>
+    Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        detail::require(gamma >= 0, "tree_builder", [&] { return "Chain: gamma must be >= 0, got " + std::to_string(gamma); });
+        if constexpr (ScoresNodes<P>) {
+            KAryTree k{std::vector<int>(gamma, 1),
+                       ctx.sampling.greedy() ? DrawPolicy::kTopK : DrawPolicy::kSampleWithReplacement};
+            return k.build(proposer, root_token, ctx);
+        } else {
+            Tree tree;
+            int last = tree.add_root(root_token);
+            for (const DraftToken& t : detail::draft_tokens(proposer, gamma, ctx))
+                last = detail::add_drafted(tree, last, t, ctx.sampling, proposer.vocab_size());
+            return tree;
+        }
+    }
+};
+
+static_assert(TreeBuilder<RootOnly, NoProposer>);
+static_assert(TreeBuilder<Chain, ModelProposer<CpuModel>>);
+static_assert(TreeBuilder<KAryTree, ModelProposer<CpuModel>>);
+
+}  // namespace specdec
