@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: a Release build with warnings as errors, the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and a consumer project that finds the installed
-# package with find_package(specdec).
+# package with find_package(specdec). ctest runs one entry per Catch2 test case (labelled by the
+# folder of tests/ it lives in: `ctest --test-dir build/release -L methods`), two at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -24,7 +25,7 @@ echo "== ASan + UBSan build + tests"
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
     -DSPECDEC_SANITIZE=ON -DSPECDEC_BUILD_EXAMPLES=OFF
 cmake --build build/asan -j "$jobs"
-ctest --test-dir build/asan --output-on-failure
+ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
 echo "== Release tests"
-ctest --test-dir build/release --output-on-failure
+ctest --test-dir build/release --output-on-failure -j "$jobs"

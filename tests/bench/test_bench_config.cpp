@@ -43,8 +43,8 @@ TEST_CASE("a good methods file parses into one spec per entry, strings turned in
 }
 
 TEST_CASE("the shipped methods.json parses and holds the baseline, both drafters and a tree", "[bench]") {
-    // Found from this file's path, so the test runs from the build folder (ctest) and the repo root alike.
-    const auto repo = std::filesystem::path(__FILE__).parent_path().parent_path();
+    // The source tree, given by CMake, so the test runs from the build folder (ctest) and the repo root alike.
+    const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
     const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods.json");
     REQUIRE(m.size() >= 4);
     CHECK(m[0].kind == MethodKind::kAutoregressive);
