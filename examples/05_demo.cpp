@@ -5,7 +5,9 @@
 // prompts, the same number of new tokens, the same backend and threads, both methods interleaved in
 // one run (the first round of each prompt warms up and is not timed), greedy output checked token for
 // token against plain decoding. Tokens the target accepted from the drafter are marked: green on a
-// terminal, [in brackets] otherwise.
+// terminal, [in brackets] otherwise. Beside each greedy continuation it prints a sampled one
+// (temperature 0.8, top-p 0.95), and it measures how often the 64 new tokens loop: the share of
+// continuations that contain a repeated 8-gram (`has_repeated_ngram`).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,7 +27,7 @@ using example::Prompt, example::read_prompts, example::marked, example::seconds;
 
 struct Totals {
     double t_plain = 0, t_spec = 0;  // seconds, timed rounds only
-    long tokens = 0, identical = 0, prompts = 0;
+    long tokens = 0, identical = 0, prompts = 0, repeating = 0;  // repeating: a repeated 8-gram
     std::vector<Generation> spec;    // the last round's speculative outputs, for the summary
 };
 
@@ -52,6 +54,7 @@ int main(int argc, char** argv) try {
     ModelProposer proposer(draft);
     Chain builder{.gamma = 4};
     TreeVerifier verifier;
+    SpeculativeSampling sampler;  // exact for a chain sampled from the drafter (T > 0)
     const bool color = ::isatty(STDOUT_FILENO) == 1;
     const std::vector<Prompt> prompts = read_prompts("data/prompts.jsonl", n_prompts);
 
@@ -70,10 +73,18 @@ int main(int argc, char** argv) try {
             }
             tot.tokens += static_cast<long>(spec.tokens.size());
             tot.identical += spec.tokens == plain.tokens;
+            tot.repeating += has_repeated_ngram(spec.tokens, 8);
             ++tot.prompts;
-            if (p < 3)
+            if (p < 3) {
                 std::printf("\n[%s] %s%s\n", prompts[p].kind.c_str(), prompts[p].text.c_str(),
                             marked(tok, spec, color).c_str());
+                if (temperature == 0) {  // the same prompt sampled, as a reader would decode it
+                    const GenerateOptions s{.max_new_tokens = max_new,
+                                            .sampling = {.temperature = 0.8f, .top_p = 0.95f}, .seed = p};
+                    const Generation g = speculative_generate(target, proposer, builder, verifier, sampler, prompt, s);
+                    std::printf("  sampled (T 0.8, top-p 0.95): ...%s\n", tok.decode(g.tokens).c_str());
+                }
+            }
             tot.spec.push_back(std::move(spec));
         }
         return tot;
@@ -87,13 +98,14 @@ int main(int argc, char** argv) try {
         const Summary s = summarize(all);
         std::printf("\ntemperature %.0f: tau %.2f tokens per target forward, acceptance %.2f per draft token; "
                     "plain %.1f tok/s, speculative %.1f tok/s: speedup %.2fx (same prompts, %d new tokens, "
-                    "%d timed rounds)%s\n",
+                    "%d timed rounds)%s; %ld of %ld continuations contain a repeated 8-gram\n",
                     temperature, s.tau, s.alpha_token,
                     tot.tokens * (rounds - 1) / tot.t_plain, tot.tokens * (rounds - 1) / tot.t_spec,
                     tot.t_plain / tot.t_spec, max_new, rounds - 1,
                     temperature == 0 ? (tot.identical == tot.prompts ? "; output identical to plain greedy: yes"
                                                                      : "; output identical to plain greedy: NO")
-                                     : "; lossless in distribution (tests/test_lossless_sampling.cpp)");
+                                     : "; lossless in distribution (tests/loop/test_lossless_sampling.cpp)",
+                    tot.repeating, tot.prompts);
     };
 
     std::printf("\n=== greedy (temperature 0), chain of %d drafts, GreedyMatch; %s\n", builder.gamma,
@@ -101,8 +113,7 @@ int main(int argc, char** argv) try {
     GreedyMatch greedy;
     report(0.0f, run(0.0f, greedy));
     std::printf("\n=== sampling (temperature 1), chain of %d drafts, SpeculativeSampling\n", builder.gamma);
-    SpeculativeSampling sampling;
-    report(1.0f, run(1.0f, sampling));
+    report(1.0f, run(1.0f, sampler));
     return 0;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
@@ -111,4 +122,5 @@ int main(int argc, char** argv) try {
 // Run: bash scripts/demo.sh (or ./build/release/05_demo [n_prompts=8] [threads=1] [bf16|f32] from the
 // repository root).
 // Prints three prompts with their continuations (accepted draft tokens marked), then per temperature
-// tau, the per-token acceptance, tokens/s of both methods and the speedup, and the losslessness check.
+// tau, the per-token acceptance, tokens/s of both methods and the speedup, the losslessness check,
+// and how many continuations loop (a repeated 8-gram). Under each greedy continuation, a sampled one.

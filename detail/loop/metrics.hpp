@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "generate.hpp"
@@ -91,6 +93,27 @@ inline Summary summarize(const Generation& g) {
     s.alpha_longest = depth > 0 ? double(accepted) / double(depth) : 0.0;
     for (std::size_t d = 0; d < offered.size(); ++d) s.accept_at_position.push_back(double(reached[d]) / offered[d]);
     return s;
+}
+
+// ---- text quality ------------------------------------------------------------------------------------
+
+/// Whether some n consecutive tokens occur twice (overlaps allowed) in `tokens`: the degenerate loops
+/// of a weak or greedily decoded model ("and the whale, and the whale, ..."). n = 8 over 64 generated
+/// tokens is the demo's measure. False when n < 1 or the text has n tokens or fewer.
+inline bool has_repeated_ngram(std::span<const int> tokens, int n) {
+    if (n < 1 || tokens.size() <= static_cast<std::size_t>(n)) return false;
+    const std::size_t len = static_cast<std::size_t>(n);
+    // Each window hashed (FNV-1a over its ids), then candidates compared exactly.
+    std::unordered_multimap<std::uint64_t, std::size_t> seen;
+    for (std::size_t i = 0; i + len <= tokens.size(); ++i) {
+        std::uint64_t h = 1469598103934665603ull;
+        for (std::size_t j = i; j < i + len; ++j) h = (h ^ static_cast<std::uint32_t>(tokens[j])) * 1099511628211ull;
+        const auto [first, last] = seen.equal_range(h);
+        for (auto it = first; it != last; ++it)
+            if (std::equal(tokens.begin() + it->second, tokens.begin() + it->second + len, tokens.begin() + i)) return true;
+        seen.emplace(h, i);
+    }
+    return false;
 }
 
 }  // namespace specdec

@@ -74,3 +74,18 @@ TEST_CASE("the loop records where each committed token came from", "[metrics][ge
     const Summary s = summarize(g);
     CHECK_THAT(s.tau, Catch::WithinRel(g.tau(), 1e-12));
 }
+
+TEST_CASE("a repeated n-gram is found where n tokens recur, overlapping or not, and nowhere else", "[metrics]") {
+    const std::vector<int> loop{5, 1, 2, 3, 1, 2, 3, 1, 2, 3};  // "1 2 3" repeating: 4-grams recur
+    CHECK(has_repeated_ngram(loop, 3));
+    CHECK(has_repeated_ngram(loop, 4));    // 1 2 3 1 at 1 and 4 (overlapping)
+    CHECK(has_repeated_ngram(loop, 6));    // 1 2 3 1 2 3 at 1 and 4
+    CHECK_FALSE(has_repeated_ngram(loop, 7));
+    const std::vector<int> distinct{1, 2, 3, 4, 5, 6, 7, 8, 9};
+    CHECK_FALSE(has_repeated_ngram(distinct, 1));
+    CHECK_FALSE(has_repeated_ngram(std::vector<int>{}, 8));
+    CHECK_FALSE(has_repeated_ngram(loop, 0));
+    const std::vector<int> twice{7, 7};
+    CHECK(has_repeated_ngram(twice, 1));
+    CHECK_FALSE(has_repeated_ngram(twice, 2));
+}
