@@ -8,7 +8,7 @@
 using namespace specdec;
 
 int main() try {
-    example::RandomPair models;  // Step 1: the target (random weights until trained demo models ship)
+    example::RandomPair models;  // Step 1: the target (random weights: no files needed)
     NoProposer proposer{models.target.vocab_size()};  // Step 2: the policies
     RootOnly builder;
     TreeVerifier verifier;

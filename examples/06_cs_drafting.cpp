@@ -5,7 +5,7 @@
 // reviews Max-Gram, and along one draft the larger drafters produce the earlier tokens (horizontal
 // cascade). Lenience lets mid accept small's tokens more easily; it lives inside the proposer, and
 // the target still verifies every draft exactly: greedy output is plain greedy output, and sampled
-// output follows the target's distribution (tests/test_lossless_sampling.cpp).
+// output follows the target's distribution (tests/loop/test_lossless_sampling.cpp).
 //
 // Run from the repository root: ./build/release/06_cs_drafting [n_prompts=6]
 // The K-matrix and lenience below are the ones scripts/cs_experiment.sh picked on validation prompts.

@@ -54,9 +54,10 @@ double seconds(F&& f) {
 }
 
 
-/// A random-weight target and a drafter that is the target plus noise. Until trained demo models ship
-/// (see README), this is what the lessons run on: acceptance is real and partial, but the drafter is
-/// as large as the target, so these examples show tau and losslessness, not a walltime speedup.
+/// A random-weight target and a drafter that is the target plus noise: lessons 01-03 run on it so that
+/// they need no files. Acceptance is real and partial, but the drafter is as large as the target, so
+/// these lessons show tau and losslessness, not a walltime speedup (05_demo shows that, on the shipped
+/// models).
 struct RandomPair {
     specdec::Config cfg{.hidden_size = 128, .intermediate_size = 384, .num_hidden_layers = 4,
                         .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 512,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CS Drafting's Table 2/3 comparison in miniature (README, "CS Drafting"): the demo target with the
+# CS Drafting's Table 2/3 comparison in miniature (docs/methods/cs_drafting.md): the demo target with the
 # mid and small drafters and Max-Gram.
 #   1. search: every configuration of each family below on the validation prompts (even lines of
 #      data/prompts.jsonl), greedy, through the benchmark harness;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GLIDE with a CAPE in miniature (README, "GLIDE + CAPE"): the demo target with the GLIDE drafter
+# GLIDE with a CAPE in miniature (docs/methods/glide_cape.md): the demo target with the GLIDE drafter
 # (models/glide) and its ablation without cross-attention (models/vanilla), both trained by
 # `train_demo glide <name>` with the same data and budget. One run of the benchmark harness on the
 # held-out prompts (odd lines of data/prompts.jsonl), greedy and T = 1: acceptance under speculative

@@ -24,8 +24,8 @@ namespace specdec {
 /// identical layouts is supported), which saves a residual-add kernel and a pass over y.
 enum class GemmMode { kOverwrite, kAccumulate };
 
-/// How Gemm computes a product. The defaults are what bench_cuda measured fastest on an H100 (README,
-/// "CUDA backend"); the others stay selectable so the benchmark can show the difference side by side.
+/// How Gemm computes a product. The defaults are what bench_cuda measured fastest on an H100 (docs/cuda.md);
+/// the others stay selectable so the benchmark can show the difference side by side.
 struct GemmOptions {
     /// n ≤ skinny_max_n (a decode step, a tiny tree) with k % 8 == 0 streams W through
     /// kernels::skinny_product instead of cuBLASLt; 0 never does. The kernel takes n up to

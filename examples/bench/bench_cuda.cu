@@ -158,7 +158,7 @@ std::vector<std::string> product_rows(CudaContext& ctx, const std::string& model
 }
 
 /// The other kernels of one layer at n = 1 over 128 committed rows, each alone: microseconds. What a
-/// decode step spends beyond its products (README, "CUDA backend").
+/// decode step spends beyond its products (docs/cuda.md).
 std::vector<std::string> piece_rows(CudaContext& ctx, const std::string& model, const Config& cfg) {
     const int D = cfg.hidden_size, H = cfg.num_attention_heads, Hkv = cfg.num_key_value_heads, hd = cfg.head_dim();
     const int F = cfg.intermediate_size, kvd = Hkv * hd, T = 128, n = 1, C = cfg.max_position_embeddings + 64;

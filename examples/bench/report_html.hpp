@@ -490,7 +490,7 @@ inline std::string notes_section() {
 <dt>SWI</dt><dd>standardized walltime improvement (CS Drafting, §5): the cost of the same tokens decoded autoregressively over the method's cost, with a fixed cost per forward of each model — matrix parameters read (<i>params</i>), or measured median seconds (<i>measured</i>): one-token target forward of the autoregressive baseline, and one drafter forward of the method. Every target call is priced alike, so the gap to the measured speedup is what verifying a wide tree costs beyond one token, plus overheads.</dd>
 <dt>expected</dt><dd>chains only: (1 − α<sup>γ+1</sup>) / ((1 − α)(γc + 1)), Leviathan et al. Thm 3.8, with α = α token and c = drafter forward / target forward, the measured seconds of the SWI.</dd>
 <dt>draft share</dt><dd>share of step time spent drafting (the rest: verify, accept, commit).</dd>
-<dt>lossless</dt><dd>at T = 0 every output must equal the autoregressive output token for token, on every prompt and repeat; at T &gt; 0 losslessness is a statement about distributions, tested by the suite (chi-square tests in tests/test_lossless_sampling.cpp), which a handful of prompts cannot check.</dd>
+<dt>lossless</dt><dd>at T = 0 every output must equal the autoregressive output token for token, on every prompt and repeat; at T &gt; 0 losslessness is a statement about distributions, tested by the suite (chi-square tests in tests/loop/test_lossless_sampling.cpp), which a handful of prompts cannot check.</dd>
 </dl>
 )";
 }

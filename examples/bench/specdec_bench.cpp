@@ -11,7 +11,7 @@
 // improvement with parameter counts and with measured per-call times as costs, the analytic expected
 // speedup for chains, the draft share of time, and losslessness: at T = 0 every output must equal the
 // autoregressive one token for token; at T > 0 the check is a distribution test that belongs to the
-// test suite (tests/test_lossless_sampling.cpp), not to 20 prompts.
+// test suite (tests/loop/test_lossless_sampling.cpp), not to 20 prompts.
 //
 // Build and run:
 //   cmake --build build --target specdec_bench && ./build/specdec_bench
