@@ -40,8 +40,9 @@ inline AcceptResult greedy_walk(const Tree& tree, Rows logits) {
     }
 }
 
-/// Coin index of the final draw at a node; sibling coins use 0..k-1.
-constexpr std::uint32_t kBonusCoin = 0xFFFFu;
+/// Coin index of the final draw at a node; sibling coins use 0..k-1, and k < 2^31 (a tree's size is an
+/// int), so the two never meet, whatever the vocabulary.
+constexpr std::uint32_t kBonusCoin = 0xFFFFFFFFu;
 
 }  // namespace detail
 

@@ -52,13 +52,14 @@ inline void add_children(Tree& tree, int node, std::span<const float> q, int k, 
 }
 
 /// Up to `n` tokens from a token-drafting proposer, asking again while it yields (a cascade level
-/// yields one review's worth per call).
+/// yields one review's worth per call). The proposer draws at the scope after the builder's own.
 template <DraftsTokens P>
 Draft draft_tokens(P& proposer, int n, const StepContext& ctx) {
+    const StepContext part = ctx.scoped(ctx.rng.scope + 1);
     Draft out;
     std::vector<int> after;
     while (static_cast<int>(out.size()) < n) {
-        Draft more = proposer.draft(after, n - static_cast<int>(out.size()), ctx);
+        Draft more = proposer.draft(after, n - static_cast<int>(out.size()), part);
         if (more.empty()) break;
         more.resize(std::min<std::size_t>(more.size(), n - out.size()));
         for (DraftToken& t : more) {

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/concepts.hpp"
@@ -156,9 +157,10 @@ public:
         text.insert(text.end(), after.begin(), after.end());
         const std::size_t from = text.size() - 1;  // the row that predicts the first proposal token
         Draft proposal;
+        const StepContext below_ctx = ctx.scoped(ctx.rng.scope + 1);  // the level below draws at its own scopes
         while (static_cast<int>(proposal.size()) < opt_.budget) {
             const std::span<const int> below_after(text.data() + ctx.tokens.size(), text.size() - ctx.tokens.size());
-            Draft more = below_->draft(below_after, opt_.budget - static_cast<int>(proposal.size()), ctx);
+            Draft more = below_->draft(below_after, opt_.budget - static_cast<int>(proposal.size()), below_ctx);
             if (more.empty()) break;
             more.resize(std::min<std::size_t>(more.size(), opt_.budget - proposal.size()));
             for (DraftToken& t : more) {
@@ -191,11 +193,15 @@ public:
         if constexpr (requires { D::depth(); }) return D::depth() + 1;
         else return 1;
     }
+    /// Scopes of its draws (StepRng::scope): its own, then those of the level below.
+    static constexpr std::uint32_t rng_scopes() { return 1 + rng_scopes_of<D>(); }
 
 private:
-    /// Coin k of this level (a counter, so no coin is ever used twice in one generation).
+    /// This level's next coin: keyed by the scope it was handed (no other part of the composition draws
+    /// there) and a counter of this object (no coin is used twice in one generation, even when one level
+    /// serves at several places of a cascade, each with its own scope).
     float coin(const StepContext& ctx) {
-        return ctx.rng.with_stream(RngStream::kCascade).uniform(static_cast<std::uint32_t>(depth()), coin_++);
+        return ctx.rng.with_stream(RngStream::kCascade).uniform(0, coin_++);
     }
 
     DraftToken own_token(const std::vector<float>& p, const StepContext& ctx) {
@@ -349,17 +355,22 @@ public:
         ((d = std::max(d, depth_of<Ds>())), ...);
         return d;
     }
+    /// Scopes of its draws (StepRng::scope): drafter i draws at the scopes after drafters 0..i-1's.
+    static constexpr std::uint32_t rng_scopes() { return (std::uint32_t{0} + ... + rng_scopes_of<Ds>()); }
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
         Draft out;
         std::vector<int> text(after.begin(), after.end());
         int end = 0;  // cumulative budget of drafters 0..i
         std::size_t i = 0;
+        std::uint32_t scope = ctx.rng.scope;  // drafter i's first scope
         std::apply([&](auto*... d) {
             ([&] {
+                const StepContext part = ctx.scoped(scope);
+                scope += rng_scopes_of<std::remove_pointer_t<decltype(d)>>();
                 end = std::min(end + budgets_[i++], limit);
                 while (static_cast<int>(out.size()) < end) {
-                    Draft more = d->draft(text, end - static_cast<int>(out.size()), ctx);
+                    Draft more = d->draft(text, end - static_cast<int>(out.size()), part);
                     if (more.empty()) break;
                     more.resize(std::min<std::size_t>(more.size(), end - out.size()));
                     for (DraftToken& t : more) {
