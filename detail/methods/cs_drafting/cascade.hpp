@@ -68,6 +68,31 @@ private:
     std::vector<int> cached_;  // the tokens whose keys/values the model holds, in order
 };
 
+/// Adds u to the entry of its model in `out` (one entry per drafter model).
+inline void merge_usage(std::vector<DrafterUsage>& out, const DrafterUsage& u) {
+    for (DrafterUsage& o : out)
+        if (o.model == u.model) {
+            o.calls += u.calls;
+            o.seconds += u.seconds;
+            return;
+        }
+    out.push_back(u);
+}
+
+/// Adds what the level `d` (a part of a cascade) spent to `out`, unless `seen` already holds it: one
+/// level object may serve at several places of a cascade (CS Drafting's small drafter sits below the mid
+/// level and at the top), and its forwards happened once.
+template <class D>
+void collect_usage(const D& d, std::vector<DrafterUsage>& out, std::vector<const void*>& seen) {
+    if constexpr (requires { d.collect_usage(out, seen); }) {
+        d.collect_usage(out, seen);
+    } else if constexpr (requires { d.usage(); }) {
+        if (std::find(seen.begin(), seen.end(), static_cast<const void*>(&d)) != seen.end()) return;
+        seen.push_back(&d);
+        for (const DrafterUsage& u : d.usage()) merge_usage(out, u);
+    }
+}
+
 }  // namespace detail
 
 /// Lenience l >= 1 (CS Drafting §3.2): how much a reviewing drafter trusts the drafter below it. It
@@ -137,13 +162,24 @@ public:
         return below || model == static_cast<const void*>(&scorer_.model());
     }
 
-    /// Reviewer forwards at this level and every level below, in that order.
+    /// Reviewer forwards per model, this level's first, then the levels below; each level counted once
+    /// however many places of the cascade it serves.
     std::vector<DrafterUsage> usage() const {
-        std::vector<DrafterUsage> out{{&scorer_.model(), calls_, seconds_}};
-        if constexpr (requires { below_->usage(); })
-            for (const DrafterUsage& u : below_->usage()) out.push_back(u);
+        std::vector<DrafterUsage> out;
+        std::vector<const void*> seen;
+        collect_usage(out, seen);
         return out;
     }
+    /// usage()'s walk: adds this level and those below to `out` unless `seen` holds them.
+    void collect_usage(std::vector<DrafterUsage>& out, std::vector<const void*>& seen) const {
+        if (std::find(seen.begin(), seen.end(), static_cast<const void*>(this)) != seen.end()) return;
+        seen.push_back(this);
+        detail::merge_usage(out, {&scorer_.model(), calls_, seconds_});
+        detail::collect_usage(*below_, out, seen);
+    }
+    /// Reviews at this level alone (one forward of its model each).
+    long n_reviews() const { return calls_; }
+    /// Drafter forwards at this level and below, each level once.
     long n_calls() const {
         long n = 0;
         for (const DrafterUsage& u : usage()) n += u.calls;
@@ -330,20 +366,17 @@ public:
         }, ds_);
         return any;
     }
-    /// Per model, summed over the levels that use it (a shared level counts once).
+    /// Per model, summed over the levels that use it; a level that serves at several places (directly
+    /// and below another level) counts once.
     std::vector<DrafterUsage> usage() const {
         std::vector<DrafterUsage> out;
-        std::vector<const void*> levels;
-        std::apply([&](auto*... d) {
-            ([&] {
-                if constexpr (requires { d->usage(); }) {
-                    if (std::find(levels.begin(), levels.end(), static_cast<const void*>(d)) != levels.end()) return;
-                    levels.push_back(d);
-                    for (const DrafterUsage& u : d->usage()) merge(out, u);
-                }
-            }(), ...);
-        }, ds_);
+        std::vector<const void*> seen;
+        collect_usage(out, seen);
         return out;
+    }
+    /// usage()'s walk over every drafter, shared levels once.
+    void collect_usage(std::vector<DrafterUsage>& out, std::vector<const void*>& seen) const {
+        std::apply([&](auto*... d) { (detail::collect_usage(*d, out, seen), ...); }, ds_);
     }
     long n_calls() const {
         long n = 0;
@@ -388,15 +421,6 @@ private:
     static constexpr int depth_of() {
         if constexpr (requires { T::depth(); }) return T::depth();
         else return 0;
-    }
-    static void merge(std::vector<DrafterUsage>& out, const DrafterUsage& u) {
-        for (DrafterUsage& o : out)
-            if (o.model == u.model) {
-                o.calls += u.calls;
-                o.seconds += u.seconds;
-                return;
-            }
-        out.push_back(u);
     }
 
     std::vector<int> budgets_;

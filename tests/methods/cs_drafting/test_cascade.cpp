@@ -63,6 +63,8 @@ TEST_CASE("a vertical cascade is a proposer, nests to any depth, and keeps greed
         REQUIRE(use.size() == 2);
         CHECK(use[0].model == &m.mid);
         CHECK(use[1].model == &m.small);
+        CHECK(use[0].calls == mid.n_reviews());
+        CHECK(use[1].calls == small.n_reviews());
         CHECK(use[0].calls > 0);
         CHECK(use[1].calls >= use[0].calls);  // every mid review needs at least one small review
     }
@@ -75,9 +77,18 @@ TEST_CASE("a vertical cascade is a proposer, nests to any depth, and keeps greed
         const Generation g = greedy_run(m, top, Chain{.gamma = 7}, prompt);
         CHECK(g.tokens == plain.tokens);
         check_partial(g);
-        const auto use = top.usage();  // the small level serves two rows: counted once, per model
+        // The small level serves below mid and at the top: its forwards happened once and count once.
+        const auto use = top.usage();
         REQUIRE(use.size() == 2);
-        CHECK(top.n_calls() == use[0].calls + use[1].calls);
+        CHECK(use[0].model == &m.mid);
+        CHECK(use[1].model == &m.small);
+        CHECK(use[0].calls == mid.n_reviews());
+        CHECK(use[1].calls == small.n_reviews());
+        CHECK(top.n_calls() == mid.n_reviews() + small.n_reviews());
+        CHECK(mid.n_calls() == mid.n_reviews() + small.n_reviews());  // below mid: the same small level
+        long per_step = 0;
+        for (const StepRecord& r : g.steps) per_step += r.n_draft_calls;
+        CHECK(per_step == top.n_calls());
     }
     SECTION("the tree variant: 8 children of each lead node (CS Drafting App. B)") {
         Review small(m.small, stepper, {.budget = 1});
