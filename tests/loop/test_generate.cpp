@@ -101,8 +101,8 @@ TEST_CASE("per-step records add up to the output", "[generate][metrics]") {
                                               GenerateOptions{.max_new_tokens = 30});
     int emitted = 0;
     for (const StepRecord& s : g.steps) {
+        CHECK(s.n_drafted == std::min(3, 30 - emitted - 1));  // the last steps draft only what can be emitted
         emitted += s.n_emitted;
-        CHECK(s.n_drafted == 3);
         CHECK(s.n_accepted <= s.depth);
         CHECK(s.t_verify >= 0.0);
     }

@@ -177,6 +177,16 @@ public:
         detail::merge_usage(out, {&scorer_.model(), calls_, seconds_});
         detail::collect_usage(*below_, out, seen);
     }
+    /// The reviewer's context and those of the levels below (the loop refuses a request that does not
+    /// fit one of them).
+    std::vector<DrafterContext> drafter_contexts() const {
+        std::vector<DrafterContext> out{{"the reviewer of a Review at depth " + std::to_string(depth()) +
+                                             " (1 = reviewing a drafter that is not a Review)",
+                                         scorer_.model().context_size()}};
+        if constexpr (requires { below_->drafter_contexts(); })
+            for (DrafterContext& c : below_->drafter_contexts()) out.push_back(std::move(c));
+        return out;
+    }
     /// Reviews at this level alone (one forward of its model each).
     long n_reviews() const { return calls_; }
     /// Drafter forwards at this level and below, each level once.
@@ -187,18 +197,24 @@ public:
     }
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
+        // The reviewer scores (and keeps in its cache) every token it reviews, so the proposal, not only
+        // the output, stays within the room left. Tokens past `limit` could not be returned, and a
+        // review's verdict on a token depends only on the tokens before it: a proposal of
+        // min(budget, limit) tokens gives the same output for less.
+        limit = static_cast<int>(std::min<long>(limit, static_cast<long>(ctx.room) - static_cast<long>(after.size())));
         if (limit <= 0) return {};
+        const int budget = std::min(opt_.budget, limit);
         // 1. A proposal of `budget` tokens from below (a level below yields one review's worth per call).
         std::vector<int> text(ctx.tokens.begin(), ctx.tokens.end());
         text.insert(text.end(), after.begin(), after.end());
         const std::size_t from = text.size() - 1;  // the row that predicts the first proposal token
         Draft proposal;
         const StepContext below_ctx = ctx.scoped(ctx.rng.scope + 1);  // the level below draws at its own scopes
-        while (static_cast<int>(proposal.size()) < opt_.budget) {
+        while (static_cast<int>(proposal.size()) < budget) {
             const std::span<const int> below_after(text.data() + ctx.tokens.size(), text.size() - ctx.tokens.size());
-            Draft more = below_->draft(below_after, opt_.budget - static_cast<int>(proposal.size()), below_ctx);
+            Draft more = below_->draft(below_after, budget - static_cast<int>(proposal.size()), below_ctx);
             if (more.empty()) break;
-            more.resize(std::min<std::size_t>(more.size(), opt_.budget - proposal.size()));
+            more.resize(std::min<std::size_t>(more.size(), budget - proposal.size()));
             for (DraftToken& t : more) {
                 text.push_back(t.token);
                 proposal.push_back(std::move(t));
@@ -305,10 +321,12 @@ public:
     void observe(const StepOutcome&) {}
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
+        const long n = std::min<long>({limit, per_call_, static_cast<long>(ctx.room) - static_cast<long>(after.size())});
+        if (n <= 0) return {};
         std::vector<int> text(ctx.tokens.begin(), ctx.tokens.end());
         text.insert(text.end(), after.begin(), after.end());
         Draft out;
-        for (int t : max_gram(text, static_cast<std::size_t>(ctx.prompt_len), std::min(limit, per_call_), bigram_))
+        for (int t : max_gram(text, static_cast<std::size_t>(ctx.prompt_len), static_cast<int>(n), bigram_))
             out.push_back({t, {}, false});
         return out;
     }
@@ -374,6 +392,17 @@ public:
         collect_usage(out, seen);
         return out;
     }
+    /// The contexts of every drafter's models (the loop refuses a request that does not fit one).
+    std::vector<DrafterContext> drafter_contexts() const {
+        std::vector<DrafterContext> out;
+        std::apply([&](auto*... d) {
+            ([&] {
+                if constexpr (requires { d->drafter_contexts(); })
+                    for (DrafterContext& c : d->drafter_contexts()) out.push_back(std::move(c));
+            }(), ...);
+        }, ds_);
+        return out;
+    }
     /// usage()'s walk over every drafter, shared levels once.
     void collect_usage(std::vector<DrafterUsage>& out, std::vector<const void*>& seen) const {
         std::apply([&](auto*... d) { (detail::collect_usage(*d, out, seen), ...); }, ds_);
@@ -392,6 +421,7 @@ public:
     static constexpr std::uint32_t rng_scopes() { return (std::uint32_t{0} + ... + rng_scopes_of<Ds>()); }
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
+        limit = static_cast<int>(std::min<long>(limit, static_cast<long>(ctx.room) - static_cast<long>(after.size())));
         Draft out;
         std::vector<int> text(after.begin(), after.end());
         int end = 0;  // cumulative budget of drafters 0..i
