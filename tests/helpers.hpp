@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <span>
+#include <utility>
 #include <vector>
 
 #include "specdec.hpp"
@@ -58,6 +60,45 @@ ChiSquare chi_square(const std::map<Key, int>& observed, const std::map<Key, dou
     }
     r.dof = cells - 1;
     return r;
+}
+
+/// Exact P(t1, t2 | prompt) of `target` under `s`: one forward over the root and each first token.
+template <class Model>
+std::map<std::pair<int, int>, double> exact_two_tokens(Model& target, const std::vector<int>& prompt,
+                                                       const specdec::Sampling& s) {
+    const int V = target.vocab_size();
+    std::map<std::pair<int, int>, double> out;
+    std::vector<float> p1(V), p2(V);
+    target.reset();
+    specdec::detail::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
+    specdec::Tree t;
+    t.add_root(prompt.back());
+    for (int a = 0; a < V; ++a) t.add(a, 0);
+    const specdec::Rows r = target.forward(t, 0);
+    specdec::processed_probs(r.row(0), s, p1);
+    for (int a = 0; a < V; ++a) {
+        specdec::processed_probs(r.row(1 + a), s, p2);
+        for (int b = 0; b < V; ++b)
+            if (p1[a] * p2[b] > 0) out[{a, b}] = double(p1[a]) * p2[b];
+    }
+    return out;
+}
+
+/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1) of
+/// `max_new_tokens` tokens: at least two, and more so that the loop lets the first step draft deep.
+template <class Model, class P, class Builder, class Acc>
+std::map<std::pair<int, int>, int> sampled_two_tokens(Model& target, P& proposer, Builder builder, Acc acceptor,
+                                                      const std::vector<int>& prompt, const specdec::Sampling& s, int runs,
+                                                      int max_new_tokens) {
+    std::map<std::pair<int, int>, int> counts;
+    specdec::TreeVerifier verifier;
+    for (int seed = 0; seed < runs; ++seed) {
+        const specdec::Generation g = specdec::speculative_generate(
+            target, proposer, builder, verifier, acceptor, prompt,
+            specdec::GenerateOptions{.max_new_tokens = max_new_tokens, .sampling = s, .seed = static_cast<std::uint64_t>(seed)});
+        ++counts[{g.tokens[0], g.tokens[1]}];
+    }
+    return counts;
 }
 
 /// A deterministic token drafter with no law (like Max-Gram): after token t it proposes (5t + 1) mod V,

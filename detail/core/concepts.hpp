@@ -3,8 +3,13 @@
 #pragma once
 
 #include <concepts>
+#include <cstdint>
+#include <limits>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "error.hpp"
 
 #include "rng.hpp"
 #include "sampling.hpp"
@@ -56,7 +61,32 @@ struct StepContext {
     StepRng rng;                      // counter-based; builders use stream kDraft, acceptors kAccept
     std::span<const int> tokens{};    // the text so far: prompt, then every committed token, ending with the root
     int prompt_len = 0;               // how many of `tokens` are the prompt (Max-Gram looks there first)
+    /// The room left: how many tokens any draft of this step may hold after the root (ctx.tokens.back()),
+    /// `after` included. The loop sets it to what every model's context still holds and what
+    /// max_new_tokens can still emit; builders build no deeper, proposers draft and score no further.
+    int room = std::numeric_limits<int>::max();
+
+    /// The same step for a part of the composition that draws at `scope` (StepRng::scope). Whoever hands
+    /// a context to a sub-policy gives it a scope of its own: a tree builder at scope s drives its
+    /// proposer at s + 1, a cascade gives each of its parts the next rng_scopes_of<Part>() scopes.
+    StepContext scoped(std::uint32_t scope) const {
+        detail::require(scope < kRngScopes, "rng", [&] {
+            return "scope " + std::to_string(scope) + " is beyond the " + std::to_string(kRngScopes) +
+                   " a step has (a composition of that many drawing parts?)";
+        });
+        StepContext c = *this;
+        c.rng.scope = scope;
+        return c;
+    }
 };
+
+/// How many consecutive scopes (StepRng::scope) a proposer's draws span, from the one it is handed:
+/// its `rng_scopes()` where it declares one (a cascade: one per part that may draw), else 1.
+template <class P>
+constexpr std::uint32_t rng_scopes_of() {
+    if constexpr (requires { P::rng_scopes(); }) return P::rng_scopes();
+    else return 1;
+}
 
 /// What every drafter has: a vocabulary, `start(prompt)` (a new text whose last token is the pending
 /// root) and `observe(outcome)` (the target's verdict on a step). It must never touch the target's cache.
@@ -86,6 +116,11 @@ using Draft = std::vector<DraftToken>;
 /// A drafter that chooses its tokens itself (Max-Gram, a cascade of reviewing drafters):
 /// `draft(after, limit, ctx)` continues ctx.tokens + `after` (drafts not yet verified) by at most
 /// `limit` tokens, each with the law it was drawn from, so that the target can still verify losslessly.
+/// It drafts at most ctx.room - after.size() tokens, and scores no text longer than ctx.tokens + ctx.room
+/// (the positions past it may not exist in some model's context). Its random draws are keyed by
+/// ctx.rng.scope (stream kCascade) and by a counter of its own that never repeats within a generation;
+/// a proposer made of parts hands each part ctx.scoped() with scopes of its own and declares how many
+/// it spans (rng_scopes_of), so no two parts ever share a uniform.
 template <class P>
 concept DraftsTokens = DrafterBase<P> && requires(P& p, std::span<const int> after, int limit, const StepContext& ctx) {
     { p.draft(after, limit, ctx) } -> std::same_as<Draft>;
@@ -97,8 +132,8 @@ template <class P>
 concept Proposer = ScoresNodes<P> || DraftsTokens<P>;
 
 /// Owns the search over a Proposer. Contract: returns a tree whose node 0 is a root holding
-/// `root_token`; other roots (a forest) are allowed; nodes drawn at random record the distribution
-/// they came from (Tree::set_child_dist on their parent).
+/// `root_token`, no deeper than ctx.room (the loop checks); other roots (a forest) are allowed; nodes
+/// drawn at random record the distribution they came from (Tree::set_child_dist on their parent).
 template <class B, class P>
 concept TreeBuilder = Proposer<P> && requires(B& b, P& p, int root_token, const StepContext& ctx) {
     { b.build(p, root_token, ctx) } -> std::same_as<Tree>;

@@ -43,12 +43,14 @@ namespace specdec {
 
 struct CudaGlideOptions {
     int max_tree_nodes = 256;  // N per forward at most (KV scratch rows, staging, mask width)
+    int max_context = 0;       // positions the KV cache holds, allocated up front; 0 = max_position_embeddings
 };
 
 /// A GLIDE drafter next to its CudaModel target, with GlideModel's interface and semantics (tree
 /// forward, commit, truncate), so ModelProposer drives it unchanged. Numerics as CudaModel: bf16
 /// weights, KV cache and GEMM inputs; fp32 residual stream, accumulation and logits. KV cache per layer
-/// (C, Hkv*hd), C = max_position_embeddings + max_tree_nodes; rows [0, T) committed, T + i tree node i.
+/// (C, Hkv*hd), C = context_size() + max_tree_nodes (allocated up front); rows [0, T) committed, T + i tree
+/// node i.
 ///
 /// The target is read, never written, and must outlive the drafter and share its CudaContext: the one
 /// stream orders the target's commits before the drafter's reads of its cache. forward() returns host
@@ -63,6 +65,7 @@ public:
                    CudaGlideOptions options = {})
         : cfg_(std::move(config)), w_(std::move(weights)), target_(&target), ctx_(&ctx), opt_(options), gemm_(ctx) {
         cfg_.validate();
+        context_ = detail::capped_context(cfg_.draft.max_position_embeddings, opt_.max_context, "cuda.glide");
         const int layers = cfg_.draft.num_hidden_layers;
         detail::require(static_cast<int>(w_.llama.layers.size()) == layers &&
                             static_cast<int>(w_.cross.size()) == (cfg_.glide_cross_attention ? layers : 0),
@@ -95,7 +98,7 @@ public:
     CudaContext& context() const { return *ctx_; }
     int vocab_size() const { return cfg_.draft.vocab_size; }
     int cache_len() const { return cache_len_; }
-    int context_size() const { return cfg_.draft.max_position_embeddings; }
+    int context_size() const { return context_; }
 
     /// Logits (N - first, V) for tree nodes first..N-1, as GlideModel::forward; the cross-attention of
     /// a node at position j reads target rows [0, min(j, target.cache_len())). The view points into
@@ -124,7 +127,7 @@ public:
     /// tokens, on the device; drops every other tree row. Enqueued only, as CudaModel::commit.
     void commit(std::span<const int> path) {
         const int P = static_cast<int>(path.size());
-        validate_commit(path, n_computed_, cache_len_, cfg_.draft.max_position_embeddings, "cuda.glide");
+        validate_commit(path, n_computed_, cache_len_, context_, "cuda.glide");
         const std::size_t layer_stride = static_cast<std::size_t>(capacity_) * cfg_.draft.kv_dim();
         for (int at = 0; at < P; at += kernels::kCommitChunk) {
             kernels::PathChunk chunk;
@@ -181,12 +184,13 @@ private:
         const int Hc = cfg_.glide_cross_heads, hdc = cfg_.glide_cross_head_dim;
         const std::size_t rows = static_cast<std::size_t>(Nmax);
         // Chunks as CudaModel's. The cross-attention's keys are the target's committed rows, at most
-        // its max_position_embeddings.
+        // its context_size().
         const auto chunk_keys = kernels::attention_split_keys;
-        capacity_ = c.max_position_embeddings + Nmax;
+        capacity_ = static_cast<int>(detail::kv_rows(context_, Nmax, "cuda.glide"));
+        detail::require_kv_fits(c.num_hidden_layers, capacity_, kvd, "cuda.glide");
         split_keys_ = chunk_keys(capacity_);
         max_splits_ = (capacity_ + split_keys_ - 1) / split_keys_;
-        const int target_rows = target_->config().max_position_embeddings;
+        const int target_rows = target_->context_size();
         cross_split_keys_ = chunk_keys(target_rows);
         cross_max_splits_ = (target_rows + cross_split_keys_ - 1) / cross_split_keys_;
         mask_words_ = detail::mask_words(Nmax);
@@ -351,6 +355,7 @@ private:
     CudaContext* ctx_;
     CudaGlideOptions opt_;
     Gemm gemm_;
+    int context_ = 0;     // positions held: max_position_embeddings, or max_context
     int capacity_ = 0;    // C
     int cache_len_ = 0;   // T
     int n_computed_ = 0;  // nodes of the current tree whose KV rows sit after the committed ones

@@ -11,12 +11,14 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "../../kernels.cuh"
 #include "../core/concepts.hpp"
 #include "../model/config.hpp"
+#include "../model/kv_cache.hpp"
 #include "context.cuh"
 #include "gemm.cuh"
 #include "weights.cuh"
@@ -36,9 +38,37 @@ enum class CudaGraphs { kOff, kOn };
 
 struct CudaModelOptions {
     int max_tree_nodes = 256;              // N per forward at most (KV scratch rows, staging, mask width)
+    int max_context = 0;                   // positions the KV cache holds, allocated up front (graphs capture
+                                           // its address); 0 = the checkpoint's max_position_embeddings.
+                                           // Real checkpoints declare 131072: cap it at what generations need
     CudaGraphs graphs = CudaGraphs::kOff;  // replay captured graphs per tree size
     GemmOptions gemm{};                    // how the matrix products run (cuda/gemm.cuh)
 };
+
+namespace detail {
+
+/// The positions a CUDA model holds: its config's, or fewer where the options cap them (a CUDA model
+/// allocates its KV cache once, unlike CpuModel's, which grows).
+inline int capped_context(int declared, int max_context, std::string_view who) {
+    require(max_context >= 0, who, [&] { return "max_context must be >= 0 (0: the config's), got " + std::to_string(max_context); });
+    return max_context == 0 ? declared : std::min(declared, max_context);
+}
+
+/// Checks that a KV cache of `rows` rows per layer (2 x layers x rows x kvd bf16 values) fits the GPU's
+/// free memory before allocating it, naming the bytes.
+inline void require_kv_fits(int layers, std::int64_t rows, int kvd, std::string_view who) {
+    const std::int64_t bytes = mul_sat(mul_sat(2 * std::int64_t{layers}, rows), mul_sat(kvd, 2));
+    std::size_t free = 0, total = 0;
+    SPECDEC_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    require(bytes <= static_cast<std::int64_t>(free), who, [&] {
+        return "the KV cache for " + std::to_string(rows) + " positions needs " + std::to_string(bytes) +
+               " bytes (keys and values: " + std::to_string(layers) + " layers x " + std::to_string(rows) + " rows x " +
+               std::to_string(kvd) + " bf16 values), the GPU has " + std::to_string(free) +
+               " free; hint: set max_context in the options to the positions a generation needs";
+    });
+}
+
+}  // namespace detail
 
 /// Read access to one layer's committed keys and values on the device, for drafters that run there
 /// (GLIDE's cross-attention). Rows 0..len-1 of (C, Hkv*hd) bf16, RoPE applied to k.
@@ -53,8 +83,9 @@ struct DeviceKv {
 /// The Llama forward on one GPU, with CpuModel's interface and semantics (RMSNorm, rotate-half RoPE at
 /// position cache_len + depth, GQA tree attention over the committed cache plus each node's ancestors
 /// and itself, SwiGLU). Numerics: bf16 weights, KV cache and GEMM inputs; fp32 residual stream,
-/// accumulation and logits. KV cache per layer (C, Hkv*hd) with C = max_position_embeddings +
-/// max_tree_nodes; rows [0, T) committed, rows T + i hold tree node i of the current tree.
+/// accumulation and logits. KV cache per layer (C, Hkv*hd) with C = context_size() (max_position_embeddings,
+/// or CudaModelOptions::max_context) + max_tree_nodes, allocated up front; rows [0, T) committed, rows
+/// T + i hold tree node i of the current tree.
 ///
 /// forward() returns host logits: it copies (n, V) floats back and waits for the GPU, because the
 /// acceptors run on the host. Device-side acceptance (kernels.cuh has argmax, processed
@@ -68,6 +99,7 @@ public:
     CudaModel(Config config, DeviceWeights weights, CudaContext& ctx, CudaModelOptions options = {})
         : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx, options.gemm) {
         cfg_.validate();
+        context_ = detail::capped_context(cfg_.max_position_embeddings, opt_.max_context, "cuda.model");
         detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
             return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +
                    std::to_string(w_.layers.size());
@@ -90,7 +122,7 @@ public:
     CudaContext& context() const { return *ctx_; }
     int vocab_size() const { return cfg_.vocab_size; }
     int cache_len() const { return cache_len_; }
-    int context_size() const { return cfg_.max_position_embeddings; }
+    int context_size() const { return context_; }
 
     /// Logits (N - first, V) for tree nodes first..N-1, as CpuModel::forward. The view points into
     /// pinned host memory and lives until the next forward.
@@ -123,7 +155,7 @@ public:
     /// tokens, on the device; drops every other tree row. Enqueued only: the next forward orders after it.
     void commit(std::span<const int> path) {
         const int P = static_cast<int>(path.size());
-        validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "cuda.model");
+        validate_commit(path, n_computed_, cache_len_, context_, "cuda.model");
         const std::size_t layer_stride = static_cast<std::size_t>(capacity_) * cfg_.kv_dim();
         for (int at = 0; at < P; at += kernels::kCommitChunk) {
             kernels::PathChunk chunk;
@@ -236,7 +268,8 @@ private:
         const int Nmax = opt_.max_tree_nodes, D = cfg_.hidden_size, H = cfg_.num_attention_heads, hd = cfg_.head_dim();
         const int kvd = cfg_.kv_dim(), F = cfg_.intermediate_size, V = cfg_.vocab_size;
         const std::size_t rows = static_cast<std::size_t>(Nmax);
-        capacity_ = cfg_.max_position_embeddings + Nmax;
+        capacity_ = static_cast<int>(detail::kv_rows(context_, Nmax, "cuda.model"));
+        detail::require_kv_fits(cfg_.num_hidden_layers, capacity_, kvd, "cuda.model");
         split_keys_ = kernels::attention_split_keys(capacity_);
         max_splits_ = (capacity_ + split_keys_ - 1) / split_keys_;
         mask_words_ = detail::mask_words(Nmax);
@@ -367,6 +400,7 @@ private:
     CudaContext* ctx_;
     CudaModelOptions opt_;
     Gemm gemm_;
+    int context_ = 0;     // positions held: max_position_embeddings, or max_context
     int capacity_ = 0;    // C
     int cache_len_ = 0;   // T
     int n_computed_ = 0;  // nodes of the current tree whose KV rows sit after the committed ones

@@ -2,12 +2,15 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../model/config.hpp"
@@ -162,11 +165,41 @@ void write_tensors(const std::filesystem::path& path, SaveFormat format, ForEach
     write_safetensors(path, tensors, {{"format", "pt"}});
 }
 
+/// How many decoder layers `file` holds tensors for: one more than the largest i of its names
+/// "model.layers.{i}.*" (0 when it has none).
+inline std::int64_t layers_in_file(const SafetensorsFile& file) {
+    constexpr std::string_view prefix = "model.layers.";
+    std::int64_t layers = 0;
+    for (const TensorInfo& t : file.tensors()) {
+        const std::string_view name = t.name;
+        if (name.substr(0, prefix.size()) != prefix) continue;
+        std::int64_t i = 0;
+        std::size_t at = prefix.size(), digits = 0;
+        for (; at < name.size() && name[at] >= '0' && name[at] <= '9' && digits < 12; ++at, ++digits) i = 10 * i + (name[at] - '0');
+        if (digits > 0 && at < name.size() && name[at] == '.') layers = std::max(layers, i + 1);
+    }
+    return layers;
+}
+
+/// Checks the config's num_hidden_layers against the layers `file` holds, before anything is
+/// allocated per layer (a config.json claiming 2^31 layers would otherwise ask for 463 GB of empty
+/// layer records before the first missing tensor said what is wrong).
+inline void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared, std::string_view who) {
+    const std::int64_t held = layers_in_file(file);
+    require(held == declared, who, [&] {
+        return path.string() + ": config.json declares num_hidden_layers = " + std::to_string(declared) +
+               ", but the file holds tensors for " + std::to_string(held) + " layers (model.layers.0 .. model.layers." +
+               std::to_string(held - 1) + "); are config.json and the weights from the same checkpoint?";
+    });
+}
+
 }  // namespace detail
 
-/// Reads every Llama tensor of `c` by its HF name, checking shape against the config.
+/// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
+/// first, then each tensor's shape before its memory is allocated).
 inline Weights load_weights(const std::filesystem::path& path, const Config& c) {
     const SafetensorsFile file = SafetensorsFile::open(path);
+    detail::require_layers(file, path, c.num_hidden_layers, "checkpoint");
     Weights w;
     w.layers.resize(c.num_hidden_layers);
     for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {

@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -79,11 +80,28 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         });
     detail::require(opts.max_new_tokens >= 0, "generate",
                     [&] { return "max_new_tokens must be >= 0, got " + std::to_string(opts.max_new_tokens); });
-    detail::require(static_cast<long>(prompt.size()) + opts.max_new_tokens <= target.context_size(), "generate", [&] {
+    const long needed = static_cast<long>(prompt.size()) + opts.max_new_tokens;
+    detail::require(needed <= target.context_size(), "generate", [&] {
         return "prompt of " + std::to_string(prompt.size()) + " tokens + max_new_tokens " +
                std::to_string(opts.max_new_tokens) + " exceeds the target's context of " +
                std::to_string(target.context_size()) + " tokens";
     });
+    // A drafter keeps the text in its own cache, so a request must fit every drafter's context as it
+    // fits the target's: refused here, naming the drafter, rather than failing mid-generation.
+    int context = target.context_size();  // what every model of a step holds
+    if constexpr (requires { proposer.drafter_contexts(); })
+        for (const DrafterContext& d : proposer.drafter_contexts()) {
+            detail::require(needed <= d.context, "generate", [&] {
+                const long fits = d.context - static_cast<long>(prompt.size());
+                return "the drafter (" + d.drafter + ") holds " + std::to_string(d.context) + " positions, the target " +
+                       std::to_string(target.context_size()) + ", and this request needs " + std::to_string(needed) +
+                       " (prompt of " + std::to_string(prompt.size()) + " tokens + max_new_tokens " +
+                       std::to_string(opts.max_new_tokens) + "); every drafter keeps the whole text in its cache: " +
+                       (fits >= 0 ? "lower max_new_tokens to " + std::to_string(fits) : std::string("shorten the prompt")) +
+                       " or use a drafter with a longer context";
+            });
+            context = std::min(context, d.context);
+        }
 
     if constexpr (requires { proposer.reviews_with(static_cast<const void*>(&target)); })
         detail::require(!proposer.reviews_with(static_cast<const void*>(&target)), "generate", [] {
@@ -103,8 +121,13 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         else return 0;
     };
     for (std::uint32_t step = 0; static_cast<int>(out.tokens.size()) < opts.max_new_tokens; ++step) {
+        // The room left bounds every draft of the step (builders and proposers honour ctx.room): positions
+        // past a model's context do not exist, and drafts past max_new_tokens - 1 cannot be emitted
+        // (the bonus token completes the output).
+        const int left = opts.max_new_tokens - static_cast<int>(out.tokens.size());
+        const int room = std::max(0, std::min(context - static_cast<int>(text.size()), left - 1));
         const StepContext ctx{opts.sampling, StepRng{opts.seed, step, RngStream::kAccept}, text,
-                              static_cast<int>(prompt.size())};
+                              static_cast<int>(prompt.size()), room};
         StepRecord rec;
         const int calls_before = draft_calls();
         const auto t0 = clock::now();
@@ -112,6 +135,10 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         detail::require(!tree.empty() && tree[0].parent < 0 && tree[0].token == root, "generate", [&] {
             return "the tree builder must return a tree whose node 0 is a root holding the pending token " +
                    std::to_string(root);
+        });
+        detail::require(tree.max_depth() <= room, "generate", [&] {
+            return "the tree builder drafted to depth " + std::to_string(tree.max_depth()) + ", but the room left this step is " +
+                   std::to_string(room) + " tokens after the root (StepContext::room: the contexts and max_new_tokens)";
         });
         const auto t1 = clock::now();
         const Rows logits = verifier.verify(target, tree);

@@ -3,11 +3,30 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "../core/error.hpp"
 
 namespace specdec {
+
+/// The most bytes of float32 parameters a config may imply (1 TiB, ~275 G parameters): far above any
+/// model this library runs, and low enough to catch a corrupt config.json before anything is allocated.
+constexpr std::int64_t kMaxParameterBytes = std::int64_t{1} << 40;
+
+namespace detail {
+
+/// a * b and a + b for the non-negative sizes of a config, saturating at INT64_MAX (they are only
+/// compared against bounds, and the fields are < 2^31 each, so a product of three may overflow).
+constexpr std::int64_t mul_sat(std::int64_t a, std::int64_t b) {
+    return (a != 0 && b > std::numeric_limits<std::int64_t>::max() / a) ? std::numeric_limits<std::int64_t>::max() : a * b;
+}
+constexpr std::int64_t add_sat(std::int64_t a, std::int64_t b) {
+    return b > std::numeric_limits<std::int64_t>::max() - a ? std::numeric_limits<std::int64_t>::max() : a + b;
+}
+
+}  // namespace detail
 
 /// Shape letters used on every buffer: L layers, D = hidden_size, F = intermediate_size, H heads,
 /// Hkv kv-heads, hd = D / H, V vocab, N tree nodes, T committed tokens, C cache capacity.
@@ -26,6 +45,23 @@ struct Config {
 
     int head_dim() const { return hidden_size / num_attention_heads; }
     int kv_dim() const { return num_key_value_heads * head_dim(); }
+
+    /// Parameters of the embedding, of one layer, and in all (lm_head included unless tied), in 64 bits,
+    /// saturating: what loading or initialising allocates, as float32 (x 4 bytes).
+    std::int64_t embedding_parameters() const { return detail::mul_sat(vocab_size, hidden_size); }
+    std::int64_t layer_parameters() const {
+        using detail::add_sat, detail::mul_sat;
+        const std::int64_t D = hidden_size, kv = std::int64_t{num_key_value_heads} * (hidden_size / num_attention_heads);
+        const std::int64_t attention = mul_sat(D, add_sat(2 * D, 2 * kv));  // q, o (D x D) and k, v (kv x D)
+        const std::int64_t mlp = mul_sat(3, mul_sat(intermediate_size, D));   // gate, up, down (F x D)
+        return add_sat(add_sat(attention, mlp), 2 * D);                      // + the two norms
+    }
+    std::int64_t parameter_count() const {
+        using detail::add_sat, detail::mul_sat;
+        const std::int64_t head = tie_word_embeddings ? 0 : embedding_parameters();
+        return add_sat(add_sat(embedding_parameters(), head),
+                       add_sat(mul_sat(num_hidden_layers, layer_parameters()), hidden_size));
+    }
 
     /// Throws naming the field and value when the shape cannot work.
     void validate() const {
@@ -53,6 +89,28 @@ struct Config {
                         [&] { return "rope_theta must be > 0, got " + std::to_string(rope_theta); });
         detail::require(std::isfinite(rms_norm_eps) && rms_norm_eps > 0.0f, "config",
                         [&] { return "rms_norm_eps must be > 0, got " + std::to_string(rms_norm_eps); });
+        // Sizes that decide allocations, in 64 bits: the fused products' widths fit an int, and the
+        // parameters fit kMaxParameterBytes, so a config.json claiming absurd sizes is named here rather
+        // than ending in bad_alloc or a wrapped int.
+        constexpr std::int64_t kInt = std::numeric_limits<int>::max();
+        detail::require(std::int64_t{hidden_size} + 2 * std::int64_t{kv_dim()} <= kInt, "config", [&] {
+            return "hidden_size " + std::to_string(hidden_size) + " + 2 x the kv width " + std::to_string(kv_dim()) +
+                   " (the fused q|k|v rows) exceeds " + std::to_string(kInt);
+        });
+        detail::require(2 * std::int64_t{intermediate_size} <= kInt, "config", [&] {
+            return "intermediate_size " + std::to_string(intermediate_size) + " x 2 (the fused gate|up rows) exceeds " +
+                   std::to_string(kInt);
+        });
+        const std::int64_t bytes = detail::mul_sat(parameter_count(), 4);
+        detail::require(bytes <= kMaxParameterBytes, "config", [&] {
+            return "the shape needs " + std::to_string(bytes) + " bytes of float32 parameters, more than the " +
+                   std::to_string(kMaxParameterBytes) + " (1 TiB) a model may take: vocab_size " + std::to_string(vocab_size) +
+                   " x hidden_size " + std::to_string(hidden_size) + " = " +
+                   std::to_string(detail::mul_sat(embedding_parameters(), 4)) + " bytes per embedding matrix" +
+                   (tie_word_embeddings ? "" : " (two: lm_head is not tied)") + ", num_hidden_layers " +
+                   std::to_string(num_hidden_layers) + " x " + std::to_string(detail::mul_sat(layer_parameters(), 4)) +
+                   " bytes per layer (intermediate_size " + std::to_string(intermediate_size) + ")";
+        });
     }
 };
 

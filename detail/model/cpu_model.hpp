@@ -16,6 +16,7 @@
 #include "../core/error.hpp"
 #include "matmul.hpp"
 #include "huge_pages.hpp"
+#include "kv_cache.hpp"
 #include "panel_matmul.hpp"
 #include "row_ops.hpp"
 #include "softmax.hpp"
@@ -125,20 +126,6 @@ inline Matrix make_matrix(std::vector<float>* store, std::vector<const std::vect
     return mat;
 }
 
-/// Moves the KV rows of `path` (node indices of the last forward's tree, root first, increasing) to
-/// rows cache_len.. of every layer: commit's gather. Sources are at or after their destinations and
-/// increase, so an in-order move never overwrites a row it still has to read.
-inline void gather_path_rows(HugeVector<float>& cache, int layers, int capacity, int kvd, int cache_len,
-                             std::span<const int> path) {
-    for (int l = 0; l < layers; ++l) {
-        float* rows = cache.data() + static_cast<std::size_t>(l) * capacity * kvd;
-        for (int j = 0; j < static_cast<int>(path.size()); ++j)
-            if (path[j] != j)
-                std::copy_n(rows + static_cast<std::size_t>(cache_len + path[j]) * kvd, kvd,
-                            rows + static_cast<std::size_t>(cache_len + j) * kvd);
-    }
-}
-
 }  // namespace detail
 
 enum class WeightFormat {
@@ -193,8 +180,9 @@ inline void linear(const ModelOptions& options, float* y, const float* x, const 
 
 }  // namespace detail
 
-/// The float32 reference model. KV cache: per layer (C, Hkv*hd) with C = max_position_embeddings +
-/// max_tree_nodes; rows [0, T) are committed, rows T + i hold tree node i of the last forward.
+/// The float32 reference model. KV cache: per layer (C, Hkv*hd), C growing as needed up to
+/// max_position_embeddings + max_tree_nodes (detail::KvCache); rows [0, T) are committed, rows T + i
+/// hold tree node i of the last forward.
 class CpuModel {
 public:
     CpuModel(Config config, Weights weights, ModelOptions options = {})
@@ -209,10 +197,8 @@ public:
         detail::require(opt_.max_tree_nodes > 0, "model", [&] {
             return "max_tree_nodes must be > 0, got " + std::to_string(opt_.max_tree_nodes);
         });
-        capacity_ = cfg_.max_position_embeddings + opt_.max_tree_nodes;
-        const std::size_t kv = static_cast<std::size_t>(cfg_.num_hidden_layers) * capacity_ * cfg_.kv_dim();
-        k_cache_.assign(kv, 0.0f);
-        v_cache_.assign(kv, 0.0f);
+        kv_ = detail::KvCache(cfg_.num_hidden_layers, cfg_.kv_dim(),
+                              detail::kv_rows(cfg_.max_position_embeddings, opt_.max_tree_nodes, "model"), "model");
     }
 
     // Matrices point into this object's buffers: moving keeps them valid (vectors keep their heap
@@ -238,12 +224,13 @@ public:
                    " nodes of this tree were computed before (pass 0 for a new tree)";
         });
         tree.validate(cfg_.vocab_size);
-        detail::require(cache_len_ + N <= capacity_, "model", [&] {
+        detail::require(cache_len_ + std::int64_t{N} <= kv_.max_rows(), "model", [&] {
             return "tree of " + std::to_string(N) + " nodes does not fit: cache holds " + std::to_string(cache_len_) +
-                   " tokens, capacity is " + std::to_string(capacity_) + " (max_position_embeddings " +
+                   " tokens, capacity is " + std::to_string(kv_.max_rows()) + " (max_position_embeddings " +
                    std::to_string(cfg_.max_position_embeddings) + " + max_tree_nodes " +
                    std::to_string(opt_.max_tree_nodes) + ")";
         });
+        kv_.reserve(cache_len_ + N, cache_len_ + first);  // the rows this forward writes; committed and reused ones kept
         n_computed_ = N;
         const int D = cfg_.hidden_size, hd = cfg_.head_dim(), H = cfg_.num_attention_heads;
         const int kvd = cfg_.kv_dim(), Fw = cfg_.intermediate_size, V = cfg_.vocab_size;
@@ -282,8 +269,8 @@ public:
         rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
         for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
             const LayerWeights& lw = w_.layers[l];
-            float* kc = layer_rows(k_cache_, l);
-            float* vc = layer_rows(v_cache_, l);
+            float* kc = kv_.k(l);
+            float* vc = kv_.v(l);
             // q, k and v in one product over the fused (H*hd + 2*Hkv*hd, D) matrix; xb_ holds the normed x.
             linear(qkv_.data(), xb_.data(), mats_[l].qkv, n);
             rows([&](int i) {
@@ -325,8 +312,7 @@ public:
     /// parent of the next) as the next committed tokens, and drops every other tree row.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
-        for (HugeVector<float>* cache : {&k_cache_, &v_cache_})
-            detail::gather_path_rows(*cache, cfg_.num_hidden_layers, capacity_, cfg_.kv_dim(), cache_len_, path);
+        kv_.gather(cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
     }
@@ -347,10 +333,8 @@ public:
         detail::require(layer >= 0 && layer < cfg_.num_hidden_layers, "model", [&] {
             return "kv(" + std::to_string(layer) + "): the model has " + std::to_string(cfg_.num_hidden_layers) + " layers";
         });
-        const std::size_t off = static_cast<std::size_t>(layer) * capacity_ * cfg_.kv_dim();
-        const std::size_t len = static_cast<std::size_t>(cache_len_) * cfg_.kv_dim();
-        return {std::span<const float>(k_cache_).subspan(off, len), std::span<const float>(v_cache_).subspan(off, len),
-                cache_len_, cfg_.num_key_value_heads, cfg_.head_dim()};
+        return {kv_.k_rows(layer, cache_len_), kv_.v_rows(layer, cache_len_), cache_len_, cfg_.num_key_value_heads,
+                cfg_.head_dim()};
     }
 
     // ---- ExposesHidden ----------------------------------------------------------------------------
@@ -375,10 +359,6 @@ public:
     }
 
 private:
-    float* layer_rows(HugeVector<float>& cache, int layer) {
-        return cache.data() + static_cast<std::size_t>(layer) * capacity_ * cfg_.kv_dim();
-    }
-
     void capture(int layer) {
         for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
             if (hidden_layers_[i] == layer) std::copy(x_.begin(), x_.end(), hidden_[i].begin());
@@ -625,10 +605,9 @@ private:
     detail::Matrix head_;                     // (V, D)
     std::vector<double> inv_freq_;            // (hd/2) RoPE frequencies
     std::vector<float> rope_cs_;              // (n, hd/2, 2) cos, sin per node
-    int capacity_ = 0;       // C
     int cache_len_ = 0;      // T
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
-    HugeVector<float> k_cache_, v_cache_;  // (L, C, Hkv*hd)
+    detail::KvCache kv_;     // (L, C, Hkv*hd) keys and values
     std::vector<float> x_, xb_;             // (n, D)
     std::vector<float> qkv_;                // (n, H*hd + 2*Hkv*hd)
     std::vector<float> q_, att_;            // (n, H*hd)

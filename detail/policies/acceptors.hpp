@@ -15,12 +15,61 @@ namespace specdec {
 
 namespace detail {
 
+// Every acceptor's error starts with the acceptor that was called, says what it needs, and names the
+// acceptor to use instead: "[specdec.acceptor] <who> needs ...; got ...; use ...".
+
 inline void require_single_root(const Tree& tree, const char* who) {
     int roots = 0;
     for (const Node& n : tree.nodes()) roots += n.parent < 0;
     require(!tree.empty() && tree[0].parent < 0 && roots == 1, "acceptor", [&] {
         return std::string(who) + " needs a tree with exactly one root at node 0 (the pending token), got " +
-               std::to_string(roots) + " roots";
+               std::to_string(roots) + " roots; no acceptor walks a forest: the tree builder must hang every draft "
+               "from the pending token";
+    });
+}
+
+inline std::string draw_name(Draw d) {
+    switch (d) {
+        case Draw::kGiven: return "given";
+        case Draw::kTopK: return "drawn by top-k";
+        case Draw::kSampledWithReplacement: return "sampled with replacement";
+        case Draw::kSampledWithoutReplacement: return "sampled without replacement";
+    }
+    return "?";
+}
+
+/// Whether every child of `node` was drawn at random from the q recorded on it, all the same way: the
+/// precondition of speculative sampling over them (one child: SpeculativeSampling; siblings:
+/// MultiDraftSampling).
+inline bool children_sampled_from_q(const Tree& tree, int node, const std::vector<int>& kids) {
+    if (kids.empty()) return true;
+    const Draw d = tree[kids[0]].draw;
+    if (!tree.has_child_dist(node) || (d != Draw::kSampledWithReplacement && d != Draw::kSampledWithoutReplacement))
+        return false;
+    return std::all_of(kids.begin(), kids.end(), [&](int c) { return tree[c].draw == d; });
+}
+
+/// Throws unless children_sampled_from_q, naming `who` (the acceptor called), the first offending child
+/// and the acceptor that takes such children: SampleAndMatch (any tree, any temperature).
+inline void require_children_sampled(const Tree& tree, int node, const std::vector<int>& kids, const char* who) {
+    require(children_sampled_from_q(tree, node, kids), "acceptor", [&] {
+        const auto sampled = [&](int c) {
+            return tree[c].draw == Draw::kSampledWithReplacement || tree[c].draw == Draw::kSampledWithoutReplacement;
+        };
+        int bad = kids[0];  // the first child drawn deterministically, or drawn unlike the first
+        for (int c : kids)
+            if (!sampled(c) || tree[c].draw != tree[kids[0]].draw) {
+                bad = c;
+                break;
+            }
+        std::string what = "node " + std::to_string(bad) + " (child of node " + std::to_string(node) + ") was " +
+                           draw_name(tree[bad].draw);
+        if (sampled(bad) && tree[bad].draw != tree[kids[0]].draw)
+            what += " beside node " + std::to_string(kids[0]) + " " + draw_name(tree[kids[0]].draw);
+        if (!tree.has_child_dist(node)) what += ", and node " + std::to_string(node) + " has no recorded q";
+        return std::string(who) + " needs children sampled from their parent's recorded draft distribution q" +
+               (kids.size() > 1 ? ", all siblings the same way" : "") + " (to be lossless at temperature > 0); " + what +
+               "; use SampleAndMatch, lossless for any tree (deterministic top-k drafts included)";
     });
 }
 
@@ -40,8 +89,9 @@ inline AcceptResult greedy_walk(const Tree& tree, Rows logits) {
     }
 }
 
-/// Coin index of the final draw at a node; sibling coins use 0..k-1.
-constexpr std::uint32_t kBonusCoin = 0xFFFFu;
+/// Coin index of the final draw at a node; sibling coins use 0..k-1, and k < 2^31 (a tree's size is an
+/// int), so the two never meet, whatever the vocabulary.
+constexpr std::uint32_t kBonusCoin = 0xFFFFFFFFu;
 
 }  // namespace detail
 
@@ -51,8 +101,9 @@ constexpr std::uint32_t kBonusCoin = 0xFFFFu;
 struct GreedyMatch {
     AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx) const {
         detail::require(ctx.sampling.greedy(), "acceptor", [&] {
-            return "GreedyMatch is lossless only for greedy decoding (temperature 0), got temperature " +
-                   std::to_string(ctx.sampling.temperature) + "; use SampleAndMatch or SpeculativeSampling";
+            return "GreedyMatch needs greedy decoding (temperature 0) to be lossless, got temperature " +
+                   std::to_string(ctx.sampling.temperature) + "; at temperature > 0 use SampleAndMatch (any tree), "
+                   "SpeculativeSampling (a chain of sampled drafts) or MultiDraftSampling (sampled siblings)";
         });
         detail::require_single_root(tree, "GreedyMatch");
         return detail::greedy_walk(tree, target_logits);
@@ -92,7 +143,13 @@ struct SampleAndMatch {
 /// decoding p is one-hot and the walk is GreedyMatch's, lossless for any tree.
 struct MultiDraftSampling {
     AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx) const {
-        detail::require_single_root(tree, "MultiDraftSampling");
+        return walk(tree, target_logits, ctx, "MultiDraftSampling");
+    }
+
+    /// The walk, its errors naming `who`: the acceptor the caller called (SpeculativeSampling runs it
+    /// for chains).
+    static AcceptResult walk(const Tree& tree, Rows target_logits, const StepContext& ctx, const char* who) {
+        detail::require_single_root(tree, who);
         if (ctx.sampling.greedy()) return detail::greedy_walk(tree, target_logits);
         const int V = target_logits.cols;
         std::vector<float> p(V), q(V);
@@ -102,7 +159,7 @@ struct MultiDraftSampling {
             const std::vector<int> kids = tree.children(node);
             int accepted = -1;
             if (!kids.empty()) {
-                check_children(tree, node, kids);
+                detail::require_children_sampled(tree, node, kids, who);
                 const auto qs = tree.child_dist(node);
                 q.assign(qs.begin(), qs.end());
                 const bool without = tree[kids[0]].draw == Draw::kSampledWithoutReplacement;
@@ -130,29 +187,6 @@ struct MultiDraftSampling {
     }
 
 private:
-    static void check_children(const Tree& tree, int node, const std::vector<int>& kids) {
-        const Draw d = tree[kids[0]].draw;
-        for (int c : kids)
-            detail::require((tree[c].draw == Draw::kSampledWithReplacement || tree[c].draw == Draw::kSampledWithoutReplacement) &&
-                                tree[c].draw == d && tree.has_child_dist(node),
-                            "acceptor", [&] {
-                                return "MultiDraftSampling is lossless only for children sampled from their parent's "
-                                       "draft distribution q; node " + std::to_string(c) + " (child of node " +
-                                       std::to_string(node) + ") was " + draw_name(tree[c].draw) +
-                                       (tree.has_child_dist(node) ? std::string() : ", and node " + std::to_string(node) +
-                                                                                        " has no recorded q") +
-                                       "; use SampleAndMatch for deterministic (top-k) trees";
-                            });
-    }
-    static std::string draw_name(Draw d) {
-        switch (d) {
-            case Draw::kGiven: return "given";
-            case Draw::kTopK: return "drawn by top-k";
-            case Draw::kSampledWithReplacement: return "sampled with replacement";
-            case Draw::kSampledWithoutReplacement: return "sampled without replacement";
-        }
-        return "?";
-    }
     static void normalise(std::vector<float>& v) {
         double s = 0.0;
         for (float x : v) s += x;
@@ -180,12 +214,18 @@ struct SpeculativeSampling {
     AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx) const {
         for (int i = 0; i < tree.size(); ++i) {
             const auto kids = tree.children(i);
+            // Which acceptor takes this tree: sampled siblings are MultiDraftSampling's, anything else
+            // (top-k siblings: a top-k tree, CAPE) SampleAndMatch's.
             detail::require(kids.size() <= 1, "acceptor", [&] {
-                return "SpeculativeSampling needs a chain, but node " + std::to_string(i) + " has " +
-                       std::to_string(kids.size()) + " children; use MultiDraftSampling for trees";
+                const bool sampled = detail::children_sampled_from_q(tree, i, kids);
+                return "SpeculativeSampling needs a chain (at most one child per node), but node " + std::to_string(i) +
+                       " has " + std::to_string(kids.size()) + " children, " + detail::draw_name(tree[kids[0]].draw) +
+                       "; for this tree use " +
+                       (sampled ? "MultiDraftSampling (siblings sampled from their parent's q)"
+                                : "SampleAndMatch (any tree; MultiDraftSampling takes only siblings sampled from q)");
             });
         }
-        return MultiDraftSampling{}.accept(tree, target_logits, ctx);
+        return MultiDraftSampling::walk(tree, target_logits, ctx, "SpeculativeSampling");
     }
 };
 

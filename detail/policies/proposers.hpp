@@ -22,6 +22,13 @@ struct DrafterUsage {
     double seconds = 0.0;
 };
 
+/// A model a proposer drives and the positions it holds: the loop refuses a request that does not fit
+/// (speculative_generate), naming the drafter.
+struct DrafterContext {
+    std::string drafter;  // which model, as its proposer calls it ("the model of a ModelProposer")
+    int context = 0;      // its context_size()
+};
+
 namespace detail {
 
 /// Commits `tokens` to an empty-tree model in chunks (a prompt may be longer than one forward fits).
@@ -53,6 +60,8 @@ public:
     long n_calls() const { return n_calls_; }
     /// The same as one entry per drafter model, with the seconds its forwards took.
     std::vector<DrafterUsage> usage() const { return {{model_, n_calls_, seconds_}}; }
+    /// The drafter model's context: it holds the whole text, as the target does.
+    std::vector<DrafterContext> drafter_contexts() const { return {{"the model of a ModelProposer", model_->context_size()}}; }
 
     void start(std::span<const int> prompt) {
         detail::require(!prompt.empty(), "proposer", [] { return std::string("start: the prompt is empty"); });

@@ -51,14 +51,17 @@ inline void add_children(Tree& tree, int node, std::span<const float> q, int k, 
     }
 }
 
-/// Up to `n` tokens from a token-drafting proposer, asking again while it yields (a cascade level
-/// yields one review's worth per call).
+/// Up to `n` tokens (and no more than the room left) from a token-drafting proposer, asking again while
+/// it yields (a cascade level yields one review's worth per call). The proposer draws at the scope
+/// after the builder's own.
 template <DraftsTokens P>
 Draft draft_tokens(P& proposer, int n, const StepContext& ctx) {
+    n = std::min(n, ctx.room);
+    const StepContext part = ctx.scoped(ctx.rng.scope + 1);
     Draft out;
     std::vector<int> after;
     while (static_cast<int>(out.size()) < n) {
-        Draft more = proposer.draft(after, n - static_cast<int>(out.size()), ctx);
+        Draft more = proposer.draft(after, n - static_cast<int>(out.size()), part);
         if (more.empty()) break;
         more.resize(std::min<std::size_t>(more.size(), n - out.size()));
         for (DraftToken& t : more) {
@@ -98,7 +101,8 @@ struct RootOnly {
 };
 
 /// A k-ary token tree: k_config[d] children for every node at depth d (e.g. MCSD's (4,2,2,1): 4
-/// children of the root, 2 of each of those, ...). One draft forward per depth over the whole frontier.
+/// children of the root, 2 of each of those, ...). One draft forward per depth over the whole frontier;
+/// no deeper than the room left.
 struct KAryTree {
     std::vector<int> k_config;
     DrawPolicy draw = DrawPolicy::kTopK;
@@ -113,7 +117,9 @@ struct KAryTree {
         std::vector<int> frontier{tree.add_root(root_token)};
         std::vector<float> q(proposer.vocab_size());
         const StepRng rng = ctx.rng.with_stream(RngStream::kDraft);
-        for (int k : k_config) {
+        const std::size_t depth = std::min<std::size_t>(k_config.size(), static_cast<std::size_t>(std::max(ctx.room, 0)));
+        for (std::size_t d = 0; d < depth; ++d) {
+            const int k = k_config[d];
             const Rows logits = proposer.propose(tree, frontier);
             const int first_new = tree.size();
             for (std::size_t j = 0; j < frontier.size(); ++j) {
@@ -130,7 +136,7 @@ struct KAryTree {
 /// Vanilla speculative decoding's draft (Leviathan et al. 2023; Chen et al. 2023): gamma tokens in a
 /// chain, the drafter's argmax under greedy decoding and a draw from q under sampling, which is what
 /// SpeculativeSampling needs. A token-drafting proposer (a cascade) is asked for the gamma tokens and
-/// their laws instead.
+/// their laws instead. Near the end of the context or of max_new_tokens the chain is cut to the room left.
 struct Chain {
     int gamma = 4;
 
@@ -138,7 +144,7 @@ struct Chain {
     Tree build(P& proposer, int root_token, const StepContext& ctx) {
         detail::require(gamma >= 0, "tree_builder", [&] { return "Chain: gamma must be >= 0, got " + std::to_string(gamma); });
         if constexpr (ScoresNodes<P>) {
-            KAryTree k{std::vector<int>(gamma, 1),
+            KAryTree k{std::vector<int>(std::max(0, std::min(gamma, ctx.room)), 1),
                        ctx.sampling.greedy() ? DrawPolicy::kTopK : DrawPolicy::kSampleWithReplacement};
             return k.build(proposer, root_token, ctx);
         } else {

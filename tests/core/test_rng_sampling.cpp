@@ -19,6 +19,11 @@ TEST_CASE("uniforms lie in 0 <= u < 1, keyed by (seed, step, node, k) and roughl
     CHECK(a.uniform(3, 1) != a.uniform(3, 2));
     CHECK(a.uniform(3, 1) != a.with_stream(RngStream::kDraft).uniform(3, 1));
     CHECK(a.uniform(3, 1) != StepRng{43, 7, RngStream::kAccept}.uniform(3, 1));
+    // a scope keys its own draws; scope 0 is the counter as it was before scopes (the CUDA kernels' coins)
+    CHECK(a.uniform(3, 1) != StepRng{42, 7, RngStream::kAccept, 1}.uniform(3, 1));
+    CHECK(a.uniform(3, 1) == detail::philox_uniform(42, 7, static_cast<std::uint32_t>(RngStream::kAccept), 3, 1));
+    CHECK(StepRng{42, 7, RngStream::kAccept, 1}.stream_word() != StepRng{42, 7, RngStream::kDraft, 0}.stream_word());
+    CHECK(a.with_stream(RngStream::kCascade).scope == a.scope);
     std::vector<int> bins(10, 0);
     for (std::uint32_t i = 0; i < 20000; ++i) {
         const float u = a.uniform(i);

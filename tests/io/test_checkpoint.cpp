@@ -92,10 +92,40 @@ TEST_CASE("broken checkpoints are rejected naming the file, field or tensor", "[
                                                     Catch::Contains("[48, 32]") && Catch::Contains("[64, 32]"));
     }
     SECTION("a missing tensor") {
+        detail::write_tensors(dir / "model.safetensors", SaveFormat::kF32, [&](auto&& put) {
+            for_each_tensor(w, cfg, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+                if (name != "model.layers.1.mlp.up_proj.weight") put(name, t, detail::hf_shape(name, cfg));
+            });
+        });
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("model.layers.1.mlp.up_proj.weight"));
+    }
+    SECTION("more layers declared than the file holds: checked before the layers are allocated") {
         Config deeper = cfg;
-        deeper.num_hidden_layers = 3;
+        deeper.num_hidden_layers = 1000;
         save_config(deeper, dir / "config.json");
-        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("model.layers.2."));
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::StartsWith("[specdec.checkpoint] ") &&
+                                                    Catch::Contains("model.safetensors: config.json declares "
+                                                                    "num_hidden_layers = 1000, but the file holds tensors "
+                                                                    "for 2 layers (model.layers.0 .. model.layers.1)"));
+    }
+    SECTION("sizes in config.json beyond what any model needs, named with the bytes") {
+        Config huge = cfg;
+        huge.num_hidden_layers = 2147483647;  // 463 GB of empty layer records, had the loader trusted it
+        save_config(huge, dir / "config.json");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::StartsWith("[specdec.checkpoint] ") &&
+                                                    Catch::Contains("config.json: [specdec.config] the shape needs ") &&
+                                                    Catch::Contains("num_hidden_layers 2147483647 x 30976 bytes per layer"));
+    }
+    SECTION("a context of two billion positions loads, and its model allocates only what it uses") {
+        Config long_context = cfg;
+        long_context.max_position_embeddings = 2'000'000'000;
+        save_config(long_context, dir / "config.json");
+        Checkpoint ck = load_checkpoint(dir);
+        CHECK(ck.config.max_position_embeddings == 2'000'000'000);
+        CpuModel model(ck.config, std::move(ck.weights));
+        CHECK(model.context_size() == 2'000'000'000);
+        const std::vector<int> prompt{4, 5};
+        CHECK(autoregressive_generate(model, prompt, GenerateOptions{.max_new_tokens = 8}).tokens.size() == 8);
     }
     SECTION("a truncated model.safetensors") {
         const fs::path st = dir / "model.safetensors";

@@ -101,8 +101,8 @@ TEST_CASE("per-step records add up to the output", "[generate][metrics]") {
                                               GenerateOptions{.max_new_tokens = 30});
     int emitted = 0;
     for (const StepRecord& s : g.steps) {
+        CHECK(s.n_drafted == std::min(3, 30 - emitted - 1));  // the last steps draft only what can be emitted
         emitted += s.n_emitted;
-        CHECK(s.n_drafted == 3);
         CHECK(s.n_accepted <= s.depth);
         CHECK(s.t_verify >= 0.0);
     }
@@ -215,19 +215,47 @@ TEST_CASE("bad generation input is a specdec::error naming the value", "[generat
         SampleAndMatch any;
         CHECK_THROWS_WITH(run(any, prompt, {.sampling = {.temperature = 1, .top_p = 2}}), Catch::Contains("top_p"));
     }
-    SECTION("an acceptor used outside its precondition") {
+    SECTION("an acceptor used outside its precondition names itself, what it needs and what to use") {
+        const GenerateOptions t1{.sampling = {.temperature = 1}};
         CHECK_THROWS_WITH(run(greedy, prompt, {.sampling = {.temperature = 0.8f}}),
-                          Catch::Contains("GreedyMatch") && Catch::Contains("0.8"));
+                          Catch::StartsWith("[specdec.acceptor] GreedyMatch needs greedy decoding (temperature 0)") &&
+                              Catch::Contains("got temperature 0.8") && Catch::Contains("use SampleAndMatch"));
         KAryTree topk{.k_config = {2, 2}, .draw = DrawPolicy::kTopK};
         MultiDraftSampling multi;
-        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, topk, verifier, multi, prompt,
-                                               {.sampling = {.temperature = 1}}),
-                          Catch::Contains("drawn by top-k"));
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, topk, verifier, multi, prompt, t1),
+                          Catch::StartsWith("[specdec.acceptor] MultiDraftSampling needs children sampled from their "
+                                            "parent's recorded draft distribution q") &&
+                              Catch::Contains("node 1 (child of node 0) was drawn by top-k") &&
+                              Catch::Contains("use SampleAndMatch"));
+        // A tree of sampled siblings: SpeculativeSampling names itself and points to MultiDraftSampling.
         KAryTree tree{.k_config = {2}, .draw = DrawPolicy::kSampleWithReplacement};
         SpeculativeSampling chain_only;
-        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, tree, verifier, chain_only, prompt,
-                                               {.sampling = {.temperature = 1}}),
-                          Catch::Contains("needs a chain") && Catch::Contains("2 children"));
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, tree, verifier, chain_only, prompt, t1),
+                          Catch::StartsWith("[specdec.acceptor] SpeculativeSampling needs a chain (at most one child per "
+                                            "node), but node 0 has 2 children, sampled with replacement") &&
+                              Catch::Contains("use MultiDraftSampling"));
+        // A top-k chain with siblings (CAPE): SpeculativeSampling, and SampleAndMatch is what takes it.
+        ExpandedChain cape{.gamma = 3};
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, cape, verifier, chain_only, prompt, t1),
+                          Catch::StartsWith("[specdec.acceptor] SpeculativeSampling needs a chain") &&
+                              Catch::Contains("children, drawn by top-k") && Catch::Contains("use SampleAndMatch") &&
+                              !Catch::Contains("MultiDraftSampling needs"));
+        // A chain of top-k drafts at T > 0: the message names SpeculativeSampling, not the walk it shares.
+        KAryTree topk_chain{.k_config = {1, 1}, .draw = DrawPolicy::kTopK};
+        CHECK_THROWS_WITH(speculative_generate(m.target, proposer, topk_chain, verifier, chain_only, prompt, t1),
+                          Catch::StartsWith("[specdec.acceptor] SpeculativeSampling needs children sampled from their "
+                                            "parent's recorded draft distribution q") &&
+                              Catch::Contains("node 1 (child of node 0) was drawn by top-k") &&
+                              Catch::Contains("use SampleAndMatch"));
+        // A forest: every acceptor names itself.
+        const Tree forest = Tree::from_nodes(std::vector<Node>{{.token = 3}, {.token = 4}});
+        const std::vector<float> logits(2 * 64, 0.0f);
+        const StepContext ctx{t1.sampling, StepRng{}, prompt, 3};
+        CHECK_THROWS_WITH(SampleAndMatch{}.accept(forest, Rows{logits, 64}, ctx),
+                          Catch::StartsWith("[specdec.acceptor] SampleAndMatch needs a tree with exactly one root at node "
+                                            "0 (the pending token), got 2 roots"));
+        CHECK_THROWS_WITH(SpeculativeSampling{}.accept(forest, Rows{logits, 64}, ctx),
+                          Catch::StartsWith("[specdec.acceptor] SpeculativeSampling needs a tree with exactly one root"));
     }
     SECTION("an invalid k-config") {
         KAryTree bad{.k_config = {2, 0}};

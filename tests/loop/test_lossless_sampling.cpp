@@ -13,6 +13,7 @@ namespace {
 
 constexpr int kVocab = 6;
 constexpr int kRuns = 3000;
+constexpr int kMaxNew = 4;  // tokens per generation, the first two tallied: room for the first step to draft 3
 
 struct Models {
     Config cfg = test::tiny_config(true, kVocab);
@@ -22,39 +23,6 @@ struct Models {
     CpuModel target{cfg, w};
     CpuModel draft{cfg, perturbed(cfg, w, 0.8f, 77)};
 };
-
-/// Exact P(t1, t2 | prompt) of the target under `s`.
-std::map<std::pair<int, int>, double> exact_two_tokens(CpuModel& target, const std::vector<int>& prompt, const Sampling& s) {
-    std::map<std::pair<int, int>, double> out;
-    std::vector<float> p1(kVocab), p2(kVocab);
-    target.reset();
-    detail::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
-    Tree t;
-    t.add_root(prompt.back());
-    for (int a = 0; a < kVocab; ++a) t.add(a, 0);
-    const Rows r = target.forward(t, 0);
-    processed_probs(r.row(0), s, p1);
-    for (int a = 0; a < kVocab; ++a) {
-        processed_probs(r.row(1 + a), s, p2);
-        for (int b = 0; b < kVocab; ++b)
-            if (p1[a] * p2[b] > 0) out[{a, b}] = double(p1[a]) * p2[b];
-    }
-    return out;
-}
-
-template <class P, class Builder, class Acc>
-std::map<std::pair<int, int>, int> observed_two_tokens(Models& m, P& proposer, Builder builder, Acc acceptor,
-                                                       const std::vector<int>& prompt, const Sampling& s) {
-    std::map<std::pair<int, int>, int> counts;
-    TreeVerifier verifier;
-    for (int seed = 0; seed < kRuns; ++seed) {
-        const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt,
-                                                  GenerateOptions{.max_new_tokens = 2, .sampling = s,
-                                                                  .seed = static_cast<std::uint64_t>(seed)});
-        ++counts[{g.tokens[0], g.tokens[1]}];
-    }
-    return counts;
-}
 
 /// Accepts every draft of a chain without looking at the target: lossy on purpose.
 struct AcceptEverything {
@@ -83,9 +51,9 @@ template <class Builder, class Acc, class MakeProposer = PlainDrafter>
 test::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling& s, MakeProposer make = {}) {
     Models m;
     const std::vector<int> prompt{1, 4, 2};
-    const auto expected = exact_two_tokens(m.target, prompt, s);
+    const auto expected = test::exact_two_tokens(m.target, prompt, s);
     auto proposer = make(m);
-    const auto observed = observed_two_tokens(m, proposer, builder, acceptor, prompt, s);
+    const auto observed = test::sampled_two_tokens(m.target, proposer, builder, acceptor, prompt, s, kRuns, kMaxNew);
     const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
     REQUIRE(r.dof >= 8);  // enough populated cells that the test means something
     return r;

@@ -218,3 +218,75 @@ TEST_CASE("the fast paths match the plain-loop reference model", "[model][fast]"
     CHECK(max_abs_diff(bref, ref) <= 5e-2f * scale);
     CHECK(max_abs_diff(bref, ref) > 0.0f);  // and they do differ: the bf16 path is really taken
 }
+
+TEST_CASE("the KV cache grows as a generation reaches new positions, keeping every row", "[model][kv]") {
+    SECTION("rows survive each growth") {
+        detail::KvCache kv(2, 4, 2000, "model");
+        CHECK(kv.capacity() == 0);  // nothing is allocated before the first forward
+        kv.reserve(10, 0);
+        CHECK(kv.capacity() == 256);
+        for (int l = 0; l < 2; ++l)
+            for (int i = 0; i < 10 * 4; ++i) kv.k(l)[i] = kv.v(l)[i] = static_cast<float>(100 * l + i);
+        kv.reserve(300, 10);
+        CHECK(kv.capacity() == 512);
+        kv.reserve(1999, 10);
+        CHECK(kv.capacity() == 1999);  // doubling stops at max_position_embeddings + max_tree_nodes
+        for (int l = 0; l < 2; ++l)
+            for (int i = 0; i < 10 * 4; ++i) {
+                CHECK(kv.k(l)[i] == static_cast<float>(100 * l + i));
+                CHECK(kv.v(l)[i] == static_cast<float>(100 * l + i));
+            }
+    }
+    SECTION("a model that grew its cache computes what one that did not computes") {
+        Config cfg = test::tiny_config();
+        cfg.max_position_embeddings = 1000;
+        const Weights w = random_weights(cfg, 3, 0.4f);
+        std::vector<int> text(400);
+        for (int i = 0; i < 400; ++i) text[i] = (i * 7 + 3) % cfg.vocab_size;
+        CpuModel grown(cfg, w), whole(cfg, w);
+        detail::prefill(grown, std::span<const int>(text).first(399));  // 32 rows at a time: grows 256 -> 512
+        const Tree root = Tree::chain(std::span<const int>(text).last(1));
+        const std::vector<float> a(grown.forward(root, 0).row(0).begin(), grown.forward(root, 0).row(0).end());
+        const Rows all = whole.forward(Tree::chain(text), 0);  // 400 rows in one allocation
+        for (int v = 0; v < cfg.vocab_size; ++v) CHECK_THAT(a[v], Catch::WithinAbs(all.row(399)[v], 1e-4));
+    }
+    SECTION("a context of two billion positions costs nothing until it is used") {
+        Config cfg = test::tiny_config();
+        cfg.max_position_embeddings = 2'000'000'000;  // all at once: 2e9 x 2 layers x 16 floats x 8 bytes = 512 GB
+        CpuModel model(cfg, random_weights(cfg, 4, 0.4f));
+        const std::vector<int> prompt{1, 2, 3};
+        CHECK(autoregressive_generate(model, prompt, GenerateOptions{.max_new_tokens = 20}).tokens.size() == 20);
+    }
+}
+
+TEST_CASE("sizes are checked in 64 bits before anything is allocated", "[model][errors]") {
+    Config cfg = test::tiny_config();
+    SECTION("a context whose KV rows overflow an int") {
+        cfg.max_position_embeddings = 2147483647;
+        CHECK_THROWS_WITH(CpuModel(cfg, random_weights(test::tiny_config(), 1)),
+                          Catch::StartsWith("[specdec.model] max_position_embeddings 2147483647 + max_tree_nodes 256 = "
+                                            "2147483903 KV rows"));
+    }
+    SECTION("parameters beyond the bound, named by field and bytes") {
+        cfg.vocab_size = 2'000'000'000;
+        cfg.hidden_size = 4096;
+        cfg.num_attention_heads = 32;
+        cfg.num_key_value_heads = 32;
+        // embed and lm_head: 2e9 x 4096 x 4 bytes each
+        CHECK_THROWS_WITH(cfg.validate(), Catch::StartsWith("[specdec.config] the shape needs ") &&
+                                              Catch::Contains("vocab_size 2000000000 x hidden_size 4096 = 32768000000000 "
+                                                              "bytes per embedding matrix (two: lm_head is not tied)"));
+        CHECK_THROWS_WITH(random_weights(cfg, 1), Catch::StartsWith("[specdec.config] the shape needs "));
+    }
+    SECTION("layers beyond the bound") {
+        cfg.num_hidden_layers = 2147483647;  // 463 GB of empty layer records alone, before any weight
+        // a tiny layer: q, o (32 x 32), k, v (16 x 32), gate, up, down (48 x 32), two norms = 7744 floats
+        CHECK_THROWS_WITH(cfg.validate(), Catch::Contains("num_hidden_layers 2147483647 x 30976 bytes per layer"));
+    }
+    SECTION("fused widths that overflow an int") {
+        cfg.intermediate_size = 1'500'000'000;
+        cfg.num_hidden_layers = 1;
+        CHECK_THROWS_WITH(cfg.validate(), Catch::StartsWith("[specdec.config] intermediate_size 1500000000 x 2 (the fused "
+                                                            "gate|up rows) exceeds 2147483647"));
+    }
+}

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "../../core/concepts.hpp"
@@ -66,6 +67,31 @@ private:
     M* model_;
     std::vector<int> cached_;  // the tokens whose keys/values the model holds, in order
 };
+
+/// Adds u to the entry of its model in `out` (one entry per drafter model).
+inline void merge_usage(std::vector<DrafterUsage>& out, const DrafterUsage& u) {
+    for (DrafterUsage& o : out)
+        if (o.model == u.model) {
+            o.calls += u.calls;
+            o.seconds += u.seconds;
+            return;
+        }
+    out.push_back(u);
+}
+
+/// Adds what the level `d` (a part of a cascade) spent to `out`, unless `seen` already holds it: one
+/// level object may serve at several places of a cascade (CS Drafting's small drafter sits below the mid
+/// level and at the top), and its forwards happened once.
+template <class D>
+void collect_usage(const D& d, std::vector<DrafterUsage>& out, std::vector<const void*>& seen) {
+    if constexpr (requires { d.collect_usage(out, seen); }) {
+        d.collect_usage(out, seen);
+    } else if constexpr (requires { d.usage(); }) {
+        if (std::find(seen.begin(), seen.end(), static_cast<const void*>(&d)) != seen.end()) return;
+        seen.push_back(&d);
+        for (const DrafterUsage& u : d.usage()) merge_usage(out, u);
+    }
+}
 
 }  // namespace detail
 
@@ -136,13 +162,34 @@ public:
         return below || model == static_cast<const void*>(&scorer_.model());
     }
 
-    /// Reviewer forwards at this level and every level below, in that order.
+    /// Reviewer forwards per model, this level's first, then the levels below; each level counted once
+    /// however many places of the cascade it serves.
     std::vector<DrafterUsage> usage() const {
-        std::vector<DrafterUsage> out{{&scorer_.model(), calls_, seconds_}};
-        if constexpr (requires { below_->usage(); })
-            for (const DrafterUsage& u : below_->usage()) out.push_back(u);
+        std::vector<DrafterUsage> out;
+        std::vector<const void*> seen;
+        collect_usage(out, seen);
         return out;
     }
+    /// usage()'s walk: adds this level and those below to `out` unless `seen` holds them.
+    void collect_usage(std::vector<DrafterUsage>& out, std::vector<const void*>& seen) const {
+        if (std::find(seen.begin(), seen.end(), static_cast<const void*>(this)) != seen.end()) return;
+        seen.push_back(this);
+        detail::merge_usage(out, {&scorer_.model(), calls_, seconds_});
+        detail::collect_usage(*below_, out, seen);
+    }
+    /// The reviewer's context and those of the levels below (the loop refuses a request that does not
+    /// fit one of them).
+    std::vector<DrafterContext> drafter_contexts() const {
+        std::vector<DrafterContext> out{{"the reviewer of a Review at depth " + std::to_string(depth()) +
+                                             " (1 = reviewing a drafter that is not a Review)",
+                                         scorer_.model().context_size()}};
+        if constexpr (requires { below_->drafter_contexts(); })
+            for (DrafterContext& c : below_->drafter_contexts()) out.push_back(std::move(c));
+        return out;
+    }
+    /// Reviews at this level alone (one forward of its model each).
+    long n_reviews() const { return calls_; }
+    /// Drafter forwards at this level and below, each level once.
     long n_calls() const {
         long n = 0;
         for (const DrafterUsage& u : usage()) n += u.calls;
@@ -150,17 +197,24 @@ public:
     }
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
+        // The reviewer scores (and keeps in its cache) every token it reviews, so the proposal, not only
+        // the output, stays within the room left. Tokens past `limit` could not be returned, and a
+        // review's verdict on a token depends only on the tokens before it: a proposal of
+        // min(budget, limit) tokens gives the same output for less.
+        limit = static_cast<int>(std::min<long>(limit, static_cast<long>(ctx.room) - static_cast<long>(after.size())));
         if (limit <= 0) return {};
+        const int budget = std::min(opt_.budget, limit);
         // 1. A proposal of `budget` tokens from below (a level below yields one review's worth per call).
         std::vector<int> text(ctx.tokens.begin(), ctx.tokens.end());
         text.insert(text.end(), after.begin(), after.end());
         const std::size_t from = text.size() - 1;  // the row that predicts the first proposal token
         Draft proposal;
-        while (static_cast<int>(proposal.size()) < opt_.budget) {
+        const StepContext below_ctx = ctx.scoped(ctx.rng.scope + 1);  // the level below draws at its own scopes
+        while (static_cast<int>(proposal.size()) < budget) {
             const std::span<const int> below_after(text.data() + ctx.tokens.size(), text.size() - ctx.tokens.size());
-            Draft more = below_->draft(below_after, opt_.budget - static_cast<int>(proposal.size()), ctx);
+            Draft more = below_->draft(below_after, budget - static_cast<int>(proposal.size()), below_ctx);
             if (more.empty()) break;
-            more.resize(std::min<std::size_t>(more.size(), opt_.budget - proposal.size()));
+            more.resize(std::min<std::size_t>(more.size(), budget - proposal.size()));
             for (DraftToken& t : more) {
                 text.push_back(t.token);
                 proposal.push_back(std::move(t));
@@ -191,11 +245,15 @@ public:
         if constexpr (requires { D::depth(); }) return D::depth() + 1;
         else return 1;
     }
+    /// Scopes of its draws (StepRng::scope): its own, then those of the level below.
+    static constexpr std::uint32_t rng_scopes() { return 1 + rng_scopes_of<D>(); }
 
 private:
-    /// Coin k of this level (a counter, so no coin is ever used twice in one generation).
+    /// This level's next coin: keyed by the scope it was handed (no other part of the composition draws
+    /// there) and a counter of this object (no coin is used twice in one generation, even when one level
+    /// serves at several places of a cascade, each with its own scope).
     float coin(const StepContext& ctx) {
-        return ctx.rng.with_stream(RngStream::kCascade).uniform(static_cast<std::uint32_t>(depth()), coin_++);
+        return ctx.rng.with_stream(RngStream::kCascade).uniform(0, coin_++);
     }
 
     DraftToken own_token(const std::vector<float>& p, const StepContext& ctx) {
@@ -263,10 +321,12 @@ public:
     void observe(const StepOutcome&) {}
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
+        const long n = std::min<long>({limit, per_call_, static_cast<long>(ctx.room) - static_cast<long>(after.size())});
+        if (n <= 0) return {};
         std::vector<int> text(ctx.tokens.begin(), ctx.tokens.end());
         text.insert(text.end(), after.begin(), after.end());
         Draft out;
-        for (int t : max_gram(text, static_cast<std::size_t>(ctx.prompt_len), std::min(limit, per_call_), bigram_))
+        for (int t : max_gram(text, static_cast<std::size_t>(ctx.prompt_len), static_cast<int>(n), bigram_))
             out.push_back({t, {}, false});
         return out;
     }
@@ -324,20 +384,28 @@ public:
         }, ds_);
         return any;
     }
-    /// Per model, summed over the levels that use it (a shared level counts once).
+    /// Per model, summed over the levels that use it; a level that serves at several places (directly
+    /// and below another level) counts once.
     std::vector<DrafterUsage> usage() const {
         std::vector<DrafterUsage> out;
-        std::vector<const void*> levels;
+        std::vector<const void*> seen;
+        collect_usage(out, seen);
+        return out;
+    }
+    /// The contexts of every drafter's models (the loop refuses a request that does not fit one).
+    std::vector<DrafterContext> drafter_contexts() const {
+        std::vector<DrafterContext> out;
         std::apply([&](auto*... d) {
             ([&] {
-                if constexpr (requires { d->usage(); }) {
-                    if (std::find(levels.begin(), levels.end(), static_cast<const void*>(d)) != levels.end()) return;
-                    levels.push_back(d);
-                    for (const DrafterUsage& u : d->usage()) merge(out, u);
-                }
+                if constexpr (requires { d->drafter_contexts(); })
+                    for (DrafterContext& c : d->drafter_contexts()) out.push_back(std::move(c));
             }(), ...);
         }, ds_);
         return out;
+    }
+    /// usage()'s walk over every drafter, shared levels once.
+    void collect_usage(std::vector<DrafterUsage>& out, std::vector<const void*>& seen) const {
+        std::apply([&](auto*... d) { (detail::collect_usage(*d, out, seen), ...); }, ds_);
     }
     long n_calls() const {
         long n = 0;
@@ -349,17 +417,23 @@ public:
         ((d = std::max(d, depth_of<Ds>())), ...);
         return d;
     }
+    /// Scopes of its draws (StepRng::scope): drafter i draws at the scopes after drafters 0..i-1's.
+    static constexpr std::uint32_t rng_scopes() { return (std::uint32_t{0} + ... + rng_scopes_of<Ds>()); }
 
     Draft draft(std::span<const int> after, int limit, const StepContext& ctx) {
+        limit = static_cast<int>(std::min<long>(limit, static_cast<long>(ctx.room) - static_cast<long>(after.size())));
         Draft out;
         std::vector<int> text(after.begin(), after.end());
         int end = 0;  // cumulative budget of drafters 0..i
         std::size_t i = 0;
+        std::uint32_t scope = ctx.rng.scope;  // drafter i's first scope
         std::apply([&](auto*... d) {
             ([&] {
+                const StepContext part = ctx.scoped(scope);
+                scope += rng_scopes_of<std::remove_pointer_t<decltype(d)>>();
                 end = std::min(end + budgets_[i++], limit);
                 while (static_cast<int>(out.size()) < end) {
-                    Draft more = d->draft(text, end - static_cast<int>(out.size()), ctx);
+                    Draft more = d->draft(text, end - static_cast<int>(out.size()), part);
                     if (more.empty()) break;
                     more.resize(std::min<std::size_t>(more.size(), end - out.size()));
                     for (DraftToken& t : more) {
@@ -377,15 +451,6 @@ private:
     static constexpr int depth_of() {
         if constexpr (requires { T::depth(); }) return T::depth();
         else return 0;
-    }
-    static void merge(std::vector<DrafterUsage>& out, const DrafterUsage& u) {
-        for (DrafterUsage& o : out)
-            if (o.model == u.model) {
-                o.calls += u.calls;
-                o.seconds += u.seconds;
-                return;
-            }
-        out.push_back(u);
     }
 
     std::vector<int> budgets_;

@@ -79,11 +79,14 @@ struct ExpandedChain {
                    std::to_string(max_drafts) + "]";
         });
         sizes.validate();
+        // The chain, cut to the room left near the end of the context or of max_new_tokens; expansions
+        // sit beside it, no deeper.
+        const int length = std::max(0, std::min(gamma, ctx.room));
         Tree tree;
         std::vector<int> chain{tree.add_root(root_token)};  // chain[i] = node at position i (0 = root)
         std::vector<std::vector<float>> q;                  // q[i] = drafter's law at position i + 1
         if constexpr (ScoresNodes<P>) {
-            for (int i = 0; i < gamma; ++i) {
+            for (int i = 0; i < length; ++i) {
                 const int last = chain.back();
                 const Rows logits = proposer.propose(tree, std::span<const int>(&last, 1));
                 q.emplace_back(proposer.vocab_size());
@@ -92,7 +95,7 @@ struct ExpandedChain {
                 chain.push_back(tree.add(x, last, q.back()[x], Draw::kTopK));
             }
         } else {
-            for (DraftToken& t : detail::draft_tokens(proposer, gamma, ctx)) {
+            for (DraftToken& t : detail::draft_tokens(proposer, length, ctx)) {
                 chain.push_back(detail::add_drafted(tree, chain.back(), t, ctx.sampling, proposer.vocab_size()));
                 q.push_back(std::move(t.q));
             }
@@ -125,10 +128,10 @@ struct ExpandedChain {
                 reach *= qi[x];
             }
         }
-        const std::size_t room = static_cast<std::size_t>(max_drafts) - (chain.size() - 1);
-        if (cands.size() > room) {
+        const std::size_t slots = static_cast<std::size_t>(max_drafts) - (chain.size() - 1);
+        if (cands.size() > slots) {
             std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.value > b.value; });
-            cands.resize(room);
+            cands.resize(slots);
             std::stable_sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) {
                 return a.position < b.position || (a.position == b.position && a.q > b.q);
             });

@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -37,6 +38,7 @@
 #include "../../core/concepts.hpp"
 #include "../../model/config.hpp"
 #include "../../model/cpu_model.hpp"
+#include "../../model/kv_cache.hpp"
 #include "../../core/error.hpp"
 #include "../../io/json.hpp"
 #include "../../policies/proposers.hpp"
@@ -61,7 +63,7 @@ struct GlideConfig {
     int glide_target_kv_heads = 1;             // the target's kv heads (query heads of a group share one)
     float glide_target_rope_theta = 10000.0f;  // the target's RoPE base: its cached keys carry it
 
-    int cross_dim() const { return glide_cross_heads * glide_cross_head_dim; }
+    int cross_dim() const { return glide_cross_heads * glide_cross_head_dim; }  // fits an int once validate() passed
     int target_layer(int m) const { return glide_target_layers - draft.num_hidden_layers + m; }
 
     /// Throws naming the field and value when the shape cannot work.
@@ -88,6 +90,22 @@ struct GlideConfig {
         });
         detail::require(std::isfinite(glide_target_rope_theta) && glide_target_rope_theta > 0.0f, "glide", [&] {
             return "glide_target_rope_theta must be > 0, got " + std::to_string(glide_target_rope_theta);
+        });
+        // h x d_k in 64 bits: as an int product it wraps (16777217 x 256 = 256), and a checkpoint whose
+        // tensors match the wrapped width would load under a config claiming 4.3 G dimensions.
+        const std::int64_t cq = std::int64_t{glide_cross_heads} * glide_cross_head_dim;
+        const std::int64_t cross_bytes =
+            detail::mul_sat(detail::mul_sat(2 * std::int64_t{draft.num_hidden_layers}, detail::mul_sat(cq, draft.hidden_size)), 4);
+        const std::int64_t bytes = detail::add_sat(detail::mul_sat(draft.parameter_count(), 4), cross_bytes);
+        const bool too_wide = cq > std::numeric_limits<int>::max();
+        detail::require(!too_wide && bytes <= kMaxParameterBytes, "glide", [&] {
+            return "glide_cross_heads " + std::to_string(glide_cross_heads) + " x glide_cross_head_dim " +
+                   std::to_string(glide_cross_head_dim) + " = " + std::to_string(cq) + " cross-attention dimensions: " +
+                   (too_wide ? "more than an int holds" : "too many") + "; its q_proj and o_proj (2 x " +
+                   std::to_string(draft.num_hidden_layers) + " layers x " + std::to_string(cq) + " x hidden_size " +
+                   std::to_string(draft.hidden_size) + ") need " + std::to_string(cross_bytes) +
+                   " bytes as float32, and the drafter's parameters " + std::to_string(bytes) + " (at most " +
+                   std::to_string(kMaxParameterBytes) + ", 1 TiB)";
         });
     }
 };
@@ -142,7 +160,7 @@ template <class P, class F>
 void for_each_tensor(P& p, const GlideConfig& c, F&& f) {
     const std::int64_t D = c.draft.hidden_size, Fw = c.draft.intermediate_size, V = c.draft.vocab_size;
     const std::int64_t q = static_cast<std::int64_t>(c.draft.num_attention_heads) * c.draft.head_dim();
-    const std::int64_t kv = c.draft.kv_dim(), cq = c.cross_dim();
+    const std::int64_t kv = c.draft.kv_dim(), cq = std::int64_t{c.glide_cross_heads} * c.glide_cross_head_dim;
     using Shape = std::vector<std::int64_t>;
     f(std::string("model.embed_tokens.weight"), p.embed, Shape{V, D});
     for (std::size_t m = 0; m < p.layers.size(); ++m) {
@@ -263,7 +281,9 @@ inline void save_glide_config(const GlideConfig& c, const std::filesystem::path&
 
 /// Reads every tensor of `c` by name, checking its shape; float32, bfloat16 and float16 load.
 inline GlideWeights load_glide_weights(const std::filesystem::path& path, const GlideConfig& c) {
+    c.validate();
     const SafetensorsFile file = SafetensorsFile::open(path);
+    detail::require_layers(file, path, c.draft.num_hidden_layers, "glide");
     GlideWeights w;
     w.layers.resize(c.draft.num_hidden_layers);
     for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, const std::vector<std::int64_t>& shape) {
@@ -313,7 +333,8 @@ inline void save_glide_checkpoint(const std::filesystem::path& dir, const GlideC
 /// A GLIDE drafter next to its target: a LanguageModel with CpuModel's semantics (tree forward,
 /// commit, truncate), so ModelProposer drives it unchanged. It reads the target's committed KV through
 /// target.kv(l) at every forward, without copying; the target must outlive it. KV cache: per layer
-/// (C, Hkv*hd), C = max_position_embeddings + max_tree_nodes; rows [0, T) committed, T + i tree node i.
+/// (C, Hkv*hd), C growing as needed up to max_position_embeddings + max_tree_nodes (detail::KvCache);
+/// rows [0, T) committed, T + i tree node i.
 template <ExposesKV Target>
 class GlideModel {
 public:
@@ -330,10 +351,8 @@ public:
             return "max_tree_nodes must be > 0, got " + std::to_string(opt_.max_tree_nodes);
         });
         prepare_matrices();
-        capacity_ = cfg_.draft.max_position_embeddings + opt_.max_tree_nodes;
-        const std::size_t kv = static_cast<std::size_t>(cfg_.draft.num_hidden_layers) * capacity_ * cfg_.draft.kv_dim();
-        k_cache_.assign(kv, 0.0f);
-        v_cache_.assign(kv, 0.0f);
+        kv_ = detail::KvCache(cfg_.draft.num_hidden_layers, cfg_.draft.kv_dim(),
+                              detail::kv_rows(cfg_.draft.max_position_embeddings, opt_.max_tree_nodes, "glide"), "glide");
     }
 
     /// The drafter keeps a pointer to the target: a temporary would dangle.
@@ -360,12 +379,13 @@ public:
                    " nodes of this tree were computed before (pass 0 for a new tree)";
         });
         tree.validate(cfg_.draft.vocab_size);
-        detail::require(cache_len_ + N <= capacity_, "glide", [&] {
+        detail::require(cache_len_ + std::int64_t{N} <= kv_.max_rows(), "glide", [&] {
             return "tree of " + std::to_string(N) + " nodes does not fit: cache holds " + std::to_string(cache_len_) +
-                   " tokens, capacity is " + std::to_string(capacity_) + " (max_position_embeddings " +
+                   " tokens, capacity is " + std::to_string(kv_.max_rows()) + " (max_position_embeddings " +
                    std::to_string(cfg_.draft.max_position_embeddings) + " + max_tree_nodes " +
                    std::to_string(opt_.max_tree_nodes) + ")";
         });
+        kv_.reserve(cache_len_ + N, cache_len_ + first);  // the rows this forward writes; committed and reused ones kept
         n_computed_ = N;
         const Config& c = cfg_.draft;
         const int D = c.hidden_size, hd = c.head_dim(), H = c.num_attention_heads, kvd = c.kv_dim();
@@ -411,8 +431,7 @@ public:
     /// committed tokens and drops every other tree row, as CpuModel::commit.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.draft.max_position_embeddings, "glide");
-        for (HugeVector<float>* cache : {&k_cache_, &v_cache_})
-            detail::gather_path_rows(*cache, cfg_.draft.num_hidden_layers, capacity_, cfg_.draft.kv_dim(), cache_len_, path);
+        kv_.gather(cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
     }
@@ -465,8 +484,8 @@ private:
             detail::rmsnorm(&xb_[i * D], &x_[i * D], w_.layers[m].attn_norm.data(), D, c.rms_norm_eps, !opt_.reference);
         });
         linear(qkv_.data(), xb_.data(), mats_[m].qkv, n);
-        float* kc = layer_rows(k_cache_, m);
-        float* vc = layer_rows(v_cache_, m);
+        float* kc = kv_.k(m);
+        float* vc = kv_.v(m);
         rows([&](int i) {
             const std::size_t at = static_cast<std::size_t>(cache_len_ + first + i) * kvd;
             detail::split_qkv(&qkv_[static_cast<std::size_t>(i) * qkv_dim], &q_[static_cast<std::size_t>(i) * H * hd], kc + at,
@@ -516,10 +535,6 @@ private:
     /// The residual connection: x_ += xb_ (a sub-layer's output).
     void add_into_x() {
         for (std::size_t j = 0; j < x_.size(); ++j) x_[j] += xb_[j];
-    }
-
-    float* layer_rows(HugeVector<float>& cache, int layer) {
-        return cache.data() + static_cast<std::size_t>(layer) * capacity_ * cfg_.draft.kv_dim();
     }
 
     void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
@@ -633,10 +648,9 @@ private:
     detail::Matrix head_;                     // (V, D)
     std::vector<double> inv_freq_;            // (hd/2) the drafter's RoPE frequencies
     std::vector<double> cross_inv_freq_;      // (d_k/2) the target's
-    int capacity_ = 0;       // C
     int cache_len_ = 0;      // T
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
-    HugeVector<float> k_cache_, v_cache_;  // (N_D, C, Hkv*hd)
+    detail::KvCache kv_;                    // (N_D, C, Hkv*hd) keys and values
     std::vector<int> positions_;            // (n) absolute position of each node of this forward
     std::vector<float> rope_cs_;            // (n, hd/2, 2)
     std::vector<float> cross_cs_;           // (n, d_k/2, 2)

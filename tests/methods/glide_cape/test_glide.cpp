@@ -446,6 +446,22 @@ TEST_CASE("a drafter that does not fit its target, or a broken checkpoint, is an
         save_glide_config(wider, dir / "config.json");
         CHECK_THROWS_WITH(load_glide_checkpoint(dir), Catch::Contains("'model.layers.0.cross_attn.q_proj.weight' has shape"));
     }
+    SECTION("a cross-attention width that overflows an int, named with the bytes it would need") {
+        // 16777217 x 256 wraps to exactly 256 as an int: the width of a 32-head, 8-dim target's tensors.
+        const fs::path dir = fresh_dir("glide_overflow");
+        save_glide_checkpoint(dir, good, random_glide_weights(good, 67));
+        GlideConfig wrapped = good;
+        wrapped.glide_cross_heads = 16777217;
+        wrapped.glide_cross_head_dim = 256;
+        wrapped.glide_target_kv_heads = 1;
+        save_glide_config(wrapped, dir / "config.json");
+        // q_proj and o_proj of the 1-layer, 16-wide drafter: 2 x 4294967552 x 16 x 4 bytes
+        CHECK_THROWS_WITH(load_glide_checkpoint(dir),
+                          Catch::StartsWith("[specdec.glide] ") &&
+                              Catch::Contains("glide_cross_heads 16777217 x glide_cross_head_dim 256 = 4294967552 "
+                                              "cross-attention dimensions: more than an int holds") &&
+                              Catch::Contains("need 549755846656 bytes as float32"));
+    }
     SECTION("a config.json without the glide fields") {
         const fs::path dir = fresh_dir("glide_plain");
         save_checkpoint(dir, tcfg, random_weights(tcfg, 66));
