@@ -58,8 +58,8 @@
 #include "detail/core/rng.hpp"                        // defines: philox4x32, StepRng, RngStream (counter-based randomness)
 #include "detail/core/sampling.hpp"                   // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
 #include "detail/core/views.hpp"                      // defines: Rows (per-node logits), KvView
-#include "detail/core/tree.hpp"                       // defines: Tree, Node, Draw, validate_path
-#include "detail/core/concepts.hpp"                   // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
+#include "detail/core/tree.hpp"                       // defines: Tree, Node, Draw, validate_path, pruned
+#include "detail/core/concepts.hpp"                   // defines: LanguageModel, ExposesKV, ExposesHidden, ExposesCommittedHidden, Proposer, TreeBuilder,
                                                       //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
 
 // ---- util: progress lines and charts
@@ -107,6 +107,9 @@
 #include "detail/methods/glide_cape/glide.hpp"        // defines: GlideModel, GlideConfig, GlideWeights, load_glide_checkpoint (GLIDE's drafter)
 #include "detail/methods/glide_cape/cape.hpp"         // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
 #include "detail/methods/glide_cape/train_glide.hpp"  // defines: train::TrainableGlide, glide_block_mask, target_kv
+
+// ---- methods/edd_pct: Effective Draft Decoder with a Pruned Candidate Tree (edd-pct.txt)
+#include "detail/methods/edd_pct/pct.hpp"             // defines: PrunedCandidateTree, PctPrune, measure_forward_costs, ForwardCosts
 
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)

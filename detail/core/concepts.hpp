@@ -48,7 +48,24 @@ concept ExposesHidden = LanguageModel<M> && requires(M& m, const M& cm, std::vec
     { cm.hidden(i) } -> std::same_as<Rows>;
 };
 
+/// A model that also keeps the captured hidden states of its committed tokens, as it keeps their KV.
+/// Contract: committed_hidden(i) covers exactly the committed rows 0..cache_len-1 of the i-th captured
+/// layer — the prompt's prefill chunks, then every committed path — and never a pending tree's rows;
+/// capture_hidden must precede the forwards whose states are read (the loop prefills the prompt
+/// before proposer.start(), so a drafter asks in its constructor). A drafter fed by the target's
+/// states (EDD's soft prompt, EAGLE's features) reads them here in start() and observe(): the
+/// loop commits the target before the drafter observes, so the accepted tokens are already in.
+template <class M>
+concept ExposesCommittedHidden = ExposesHidden<M> && requires(const M& cm, int i) {
+    { cm.committed_hidden(i) } -> std::same_as<Rows>;
+};
+
 /// What one speculative step produced, as drafters see it in observe().
+/// The verified tree need not be the tree the builder showed the drafter: after its last propose()
+/// a builder may prune, reorder or add unscored nodes (PCT's leaf removal, EAGLE-2's rerank). A
+/// drafter therefore finds the accepted nodes it scored by their root-first tokens, never by index:
+/// a node's KV rows (and its logits) depend only on the committed text and its path of tokens, so
+/// any scored node with the accepted path's tokens holds the rows to keep.
 struct StepOutcome {
     const Tree& tree;            // the tree the target verified
     std::span<const int> path;   // accepted node indices, root first (the root is the old pending token)
@@ -99,7 +116,8 @@ concept DrafterBase = requires(P& p, const P& cp, std::span<const int> tokens, c
 
 /// A drafter that scores nodes and lets the builder choose tokens (a small LM, GLIDE, EAGLE):
 /// `propose(tree, nodes)` returns one logits row per requested node, in order, for a tree that only
-/// grew since the last call this step (node 0 is the root).
+/// grew since the last call this step (node 0 is the root). What the builder returns afterwards may
+/// differ from the tree it showed (see StepOutcome).
 template <class P>
 concept ScoresNodes = DrafterBase<P> && requires(P& p, std::span<const int> nodes, const Tree& tree) {
     { p.propose(tree, nodes) } -> std::same_as<Rows>;
@@ -134,6 +152,8 @@ concept Proposer = ScoresNodes<P> || DraftsTokens<P>;
 /// Owns the search over a Proposer. Contract: returns a tree whose node 0 is a root holding
 /// `root_token`, no deeper than ctx.room (the loop checks); other roots (a forest) are allowed; nodes
 /// drawn at random record the distribution they came from (Tree::set_child_dist on their parent).
+/// Between propose() calls of one step the tree only grows; the returned tree may then be pruned or
+/// reordered (see StepOutcome).
 template <class B, class P>
 concept TreeBuilder = Proposer<P> && requires(B& b, P& p, int root_token, const StepContext& ctx) {
     { b.build(p, root_token, ctx) } -> std::same_as<Tree>;

@@ -142,6 +142,29 @@ private:
     int q_cols_ = 0;
 };
 
+/// The nodes of `tree` with keep[i] set, in their order, parents renumbered; recorded child
+/// distributions come along. Every kept node's parent must be kept (a builder drops whole subtrees:
+/// PCT's leaf removal, a rerank that keeps the best N).
+inline Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep) {
+    detail::require(static_cast<int>(keep.size()) == tree.size(), "tree", [&] {
+        return "pruned: " + std::to_string(keep.size()) + " keep flags for a tree of " + std::to_string(tree.size()) +
+               " nodes";
+    });
+    Tree out;
+    std::vector<int> index(tree.size(), -1);  // old node -> new node
+    for (int i = 0; i < tree.size(); ++i) {
+        if (!keep[i]) continue;
+        const int parent = tree[i].parent;
+        detail::require(parent < 0 || index[parent] >= 0, "tree", [&] {
+            return "pruned: node " + std::to_string(i) + " is kept but its parent " + std::to_string(parent) + " is not";
+        });
+        index[i] = out.add(tree[i].token, parent < 0 ? -1 : index[parent], tree[i].draft_prob, tree[i].draw);
+    }
+    for (int i = 0; i < tree.size(); ++i)
+        if (index[i] >= 0 && tree.has_child_dist(i)) out.set_child_dist(index[i], tree.child_dist(i));
+    return out;
+}
+
 /// Checks that `path` is a root-first chain in `tree` (each node the parent of the next).
 inline void validate_path(const Tree& tree, std::span<const int> path, std::string_view who) {
     for (int j = 0; j < static_cast<int>(path.size()); ++j) {

@@ -217,7 +217,39 @@ public:
     /// Logits (N - first, V) for tree nodes first..N-1. Nodes before `first` must be exactly those of
     /// the previous forward (same tree, grown since): their KV rows are reused, so a drafter extends its
     /// tree one depth at a time without recomputing. The view lives until the next forward.
-    Rows forward(const Tree& tree, int first = 0) {
+    Rows forward(const Tree& tree, int first = 0) { return run_forward(tree, first, nullptr); }
+
+    /// forward(tree, first) with supplied input vectors instead of token embeddings (HF's
+    /// inputs_embeds): node first + i enters the first layer as row i of `inputs` (N - first, D). The
+    /// tree gives only the shape — parents, hence the mask and positions cache_len + depth; its tokens
+    /// are not read (any id in the vocabulary). A soft prompt (EDD's hidden states of the target) or
+    /// EAGLE-style features go through the same layers, cache and commit as tokens do; given the
+    /// model's own embedding rows (embedding(t)) the logits are those of forward(), bit for bit.
+    Rows forward_embeddings(const Tree& tree, int first, Rows inputs) {
+        const int n = tree.size() - first;
+        detail::require(inputs.cols == cfg_.hidden_size && inputs.rows() == n &&
+                            inputs.data.size() == static_cast<std::size_t>(std::max(n, 0)) * cfg_.hidden_size,
+                        "model", [&] {
+                            return "forward_embeddings: inputs are (" + std::to_string(inputs.rows()) + ", " +
+                                   std::to_string(inputs.cols) + "), expected (N - first, hidden_size) = (" +
+                                   std::to_string(n) + ", " + std::to_string(cfg_.hidden_size) + ")";
+                        });
+        return run_forward(tree, first, inputs.data.data());
+    }
+
+    /// The input vector (D) of `token`: its row of the embedding matrix.
+    std::span<const float> embedding(int token) const {
+        detail::require(token >= 0 && token < cfg_.vocab_size, "model", [&] {
+            return "embedding(" + std::to_string(token) + "): outside the vocabulary [0, " +
+                   std::to_string(cfg_.vocab_size) + ")";
+        });
+        return std::span<const float>(w_.embed).subspan(static_cast<std::size_t>(token) * cfg_.hidden_size,
+                                                         cfg_.hidden_size);
+    }
+
+private:
+    /// The forward pass; `inputs` (n, D) replaces the token embeddings when not null.
+    Rows run_forward(const Tree& tree, int first, const float* inputs) {
         const int N = tree.size(), n = N - first;
         detail::require(first >= 0 && first <= n_computed_ && first <= N, "model", [&] {
             return "forward from node " + std::to_string(first) + ", but only " + std::to_string(n_computed_) +
@@ -231,6 +263,7 @@ public:
                    std::to_string(opt_.max_tree_nodes) + ")";
         });
         kv_.reserve(cache_len_ + N, cache_len_ + first);  // the rows this forward writes; committed and reused ones kept
+        committed_hidden_.reserve(cache_len_ + N, cache_len_ + first);
         n_computed_ = N;
         const int D = cfg_.hidden_size, hd = cfg_.head_dim(), H = cfg_.num_attention_heads;
         const int kvd = cfg_.kv_dim(), Fw = cfg_.intermediate_size, V = cfg_.vocab_size;
@@ -244,6 +277,7 @@ public:
         hidden_mlp_.resize(nn * Fw);
         logits_.resize(nn * V);
         hidden_.assign(hidden_layers_.size(), std::vector<float>(nn * D));
+        hidden_first_ = first;
         if (n == 0) return Rows{{}, V};
 
         // Each node attends to the committed cache plus its ancestors (the tree mask, derived from parents).
@@ -262,8 +296,10 @@ public:
         const float eps = cfg_.rms_norm_eps;
         const auto row = [](std::vector<float>& v, int i, int width) { return v.data() + static_cast<std::size_t>(i) * width; };
 
-        for (int i = 0; i < n; ++i)
-            std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, row(x_, i, D));
+        if (inputs != nullptr) std::copy_n(inputs, nn * D, x_.begin());
+        else
+            for (int i = 0; i < n; ++i)
+                std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, row(x_, i, D));
         capture(0);
         const float* first_norm = cfg_.num_hidden_layers > 0 ? w_.layers[0].attn_norm.data() : w_.norm.data();
         rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
@@ -308,11 +344,13 @@ public:
         return Rows{logits_, V};
     }
 
+public:
     /// Keeps the KV rows of `path` (node indices of the last forward's tree, root first, each the
     /// parent of the next) as the next committed tokens, and drops every other tree row.
     void commit(std::span<const int> path) {
         validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
         kv_.gather(cache_len_, path);
+        committed_hidden_.gather(cache_len_, path);
         cache_len_ += static_cast<int>(path.size());
         n_computed_ = 0;
     }
@@ -324,6 +362,7 @@ public:
         });
         cache_len_ = n;
         n_computed_ = 0;
+        hidden_from_ = std::min(hidden_from_, n);
     }
     void reset() { truncate(0); }
 
@@ -338,16 +377,23 @@ public:
     }
 
     // ---- ExposesHidden ----------------------------------------------------------------------------
-    /// Chooses which hidden states the next forwards keep, HF numbering: 0 = embeddings, l = output of
-    /// layer l, L = the final normed state. EDD reads L-4 (its 4th-to-last layer), EAGLE/FSPAD read L.
+    /// Chooses which hidden states the next forwards keep, HF numbering: 0 = embeddings (or the
+    /// supplied inputs), l = output of layer l, L = the final normed state. EDD reads L-4 (its
+    /// 4th-to-last layer), EAGLE/FSPAD read L. Call it before the text is forwarded (a drafter's
+    /// constructor): committed_hidden() covers only tokens forwarded while these layers were captured.
     void capture_hidden(std::vector<int> layers) {
         for (int l : layers)
             detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "model", [&] {
                 return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
                        std::to_string(cfg_.num_hidden_layers) + "]";
             });
+        if (layers == hidden_layers_) return;  // the same layers: the committed states stay valid
         hidden_layers_ = std::move(layers);
         hidden_.clear();
+        committed_hidden_ = detail::RowCache(static_cast<int>(hidden_layers_.size()), cfg_.hidden_size, kv_.max_rows(), "model",
+                                             "the committed hidden states");
+        committed_hidden_.reserve(kv_.capacity(), 0);
+        hidden_from_ = cache_len_;
     }
     /// (N - first, D) hidden states of the last forward for the i-th captured layer.
     Rows hidden(int i) const {
@@ -358,10 +404,32 @@ public:
         return Rows{hidden_[i], cfg_.hidden_size};
     }
 
+    /// (cache_len, D) hidden states of every committed token for the i-th captured layer: rows move
+    /// with commit exactly as the KV rows do, so the prompt's prefill chunks and every accepted path
+    /// are all here (a drafter fed by the target's states reads the whole text, not the last forward).
+    Rows committed_hidden(int i) const {
+        detail::require(i >= 0 && i < static_cast<int>(hidden_layers_.size()), "model", [&] {
+            return "committed_hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
+                   " layers are captured (see capture_hidden)";
+        });
+        detail::require(hidden_from_ == 0, "model", [&] {
+            return "committed_hidden: capture_hidden was called after " + std::to_string(hidden_from_) +
+                   " tokens were committed, whose states were not kept; call it before the text is forwarded "
+                   "(or reset the model)";
+        });
+        return Rows{committed_hidden_.first_rows(i, cache_len_), cfg_.hidden_size};
+    }
+
 private:
+    /// Keeps x_ as the last forward's states of `layer` and in the committed-state rows of its nodes
+    /// (rows cache_len + first + i, as the KV rows), where commit finds them.
     void capture(int layer) {
         for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
-            if (hidden_layers_[i] == layer) std::copy(x_.begin(), x_.end(), hidden_[i].begin());
+            if (hidden_layers_[i] == layer) {
+                std::copy(x_.begin(), x_.end(), hidden_[i].begin());
+                float* rows = committed_hidden_.rows(static_cast<int>(i));
+                std::copy(x_.begin(), x_.end(), rows + static_cast<std::size_t>(cache_len_ + hidden_first_) * cfg_.hidden_size);
+            }
     }
 
     void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
@@ -624,6 +692,9 @@ private:
     std::vector<float> logits_;             // (n, V)
     std::vector<int> hidden_layers_;
     std::vector<std::vector<float>> hidden_;  // per captured layer: (n, D)
+    int hidden_first_ = 0;                    // the `first` of the last forward
+    detail::RowCache committed_hidden_;       // (captured, C, D): rows [0, T) committed, T + i tree node i
+    int hidden_from_ = 0;                     // committed rows before it were forwarded before capture_hidden
 };
 
 }  // namespace specdec

@@ -110,14 +110,21 @@ public:
         return Rows{out_, V};
     }
 
+    /// Keeps the KV rows of the accepted tokens the drafter scored. The verified tree may be a pruned
+    /// or reordered copy of the one it was shown (StepOutcome), so the accepted path is matched by its
+    /// tokens against the scored nodes, from the root down; the first token without a scored match and
+    /// everything after it wait as the next step's catch-up chain.
     void observe(const StepOutcome& outcome) {
         std::vector<int> keep;  // inner indices of accepted tokens whose KV the drafter already has
         std::vector<int> later;
         if (!fresh_) {
             for (int i = 0; i < offset_; ++i) keep.push_back(i);
+            int at = offset_ - 1;  // the scored inner node matched so far (the catch-up chain's end)
             for (int node : outcome.path) {
-                if (node + offset_ < computed_ && later.empty()) keep.push_back(node + offset_);
-                else later.push_back(outcome.tree[node].token);
+                const int token = outcome.tree[node].token;
+                const int match = later.empty() ? scored_child(at, token) : -1;
+                if (match >= 0) keep.push_back(at = match);
+                else later.push_back(token);
             }
             model_->commit(keep);
             pending_ = std::move(later);
@@ -128,6 +135,14 @@ public:
     }
 
 private:
+    /// The first scored inner node under `parent` (offset_ - 1: the builder's roots) holding `token`,
+    /// or -1. Siblings with equal tokens have equal KV rows, so the first is as good as any.
+    int scored_child(int parent, int token) const {
+        for (int i = std::max(parent + 1, offset_); i < computed_; ++i)
+            if (inner_[i].parent == parent && inner_[i].token == token) return i;
+        return -1;
+    }
+
     M* model_;
     std::vector<int> pending_;   // committed tokens the drafter's cache lacks (before the root)
     Tree inner_;                 // catch-up chain + the builder's tree

@@ -89,6 +89,14 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
         CAPTURE(r.statistic, r.dof);
         CHECK(r.statistic < test::chi_square_critical(r.dof));
     }
+    SECTION("PCT tree (top-k children, pruned by path confidence) + SampleAndMatch") {
+        // PCT's children are the drafter's top-k, not draws: SampleAndMatch is the acceptor that stays exact.
+        const auto r = check_composition(
+            PrunedCandidateTree{.expand_threshold = 0.2f, .leaf_threshold = 0.05f, .width = 3, .max_depth = 3},
+            SampleAndMatch{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
     SECTION("a cascade (drafter reviewing a deterministic drafter, lenience 3) + SpeculativeSampling") {
         // CS Drafting's vertical cascade: the drafter reviews leniently, so its tokens do NOT follow its
         // own distribution; each carries the law it was drawn from, which keeps the target exact.
