@@ -26,16 +26,11 @@ struct Models {
 /// Exact P(t1, t2 | prompt) of the target under `s`.
 std::map<std::pair<int, int>, double> exact_two_tokens(CpuModel& target, const std::vector<int>& prompt, const Sampling& s) {
     std::map<std::pair<int, int>, double> out;
-    std::vector<float> p1(kVocab), p2(kVocab);
-    target.reset();
-    detail::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
-    Tree t;
-    t.add_root(prompt.back());
-    for (int a = 0; a < kVocab; ++a) t.add(a, 0);
-    const Rows r = target.forward(t, 0);
-    processed_probs(r.row(0), s, p1);
+    const std::vector<float> p1 = next_token_distribution(target, prompt, s);
     for (int a = 0; a < kVocab; ++a) {
-        processed_probs(r.row(1 + a), s, p2);
+        std::vector<int> longer = prompt;
+        longer.push_back(a);
+        const std::vector<float> p2 = next_token_distribution(target, longer, s);
         for (int b = 0; b < kVocab; ++b)
             if (p1[a] * p2[b] > 0) out[{a, b}] = double(p1[a]) * p2[b];
     }
