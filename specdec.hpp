@@ -61,6 +61,8 @@
 #include "detail/core/tree.hpp"                       // defines: Tree, Node, Draw, validate_path
 #include "detail/core/concepts.hpp"                   // defines: LanguageModel, ExposesKV, ExposesHidden, Proposer, TreeBuilder,
                                                       //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
+#include "detail/core/policy_checks.hpp"              // defines: check_proposer, check_tree_builder, check_verifier, check_acceptor,
+                                                      //          check_language_model (the concepts member by member)
 
 // ---- util: progress lines and charts
 #include "detail/util/progress.hpp"                   // defines: ProgressLine (progress with ETA for long work)
@@ -96,6 +98,7 @@
 
 // ---- loop: the decoding loop and its metrics
 #include "detail/loop/generate.hpp"                   // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
+#include "detail/loop/policy_errors.hpp"              // defines: the overloads a malformed policy lands on (one error per missing member)
 #include "detail/loop/metrics.hpp"                    // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
 
 // ---- methods/cs_drafting: Cascade Speculative Drafting (cascade-speculative-drafting.txt)
