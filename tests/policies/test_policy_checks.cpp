@@ -79,3 +79,34 @@ TEST_CASE("the archetypes compose: the loop asks for nothing the checks do not n
                                               GenerateOptions{.max_new_tokens = 10});
     CHECK(g.tokens == autoregressive_generate(target, std::vector<int>{1, 2}, GenerateOptions{.max_new_tokens = 10}).tokens);
 }
+
+namespace {
+
+/// Drafts one token per call with whatever law it is given: malformed on purpose.
+struct LawDrafter {
+    int token = 1;
+    std::vector<float> q;
+    bool sampled = true;
+    int vocab_size() const { return 4; }
+    void start(std::span<const int>) {}
+    void observe(const StepOutcome&) {}
+    Draft draft(std::span<const int>, int, const StepContext&) const { return {{token, q, sampled}}; }
+};
+
+}  // namespace
+
+TEST_CASE("a drafted token is refused by name when its law cannot be the one it was drawn from",
+          "[proposer][errors]") {
+    const Sampling s{.temperature = 1.0f};
+    const std::vector<int> text{0};
+    const StepContext ctx{s, StepRng{}, text, 1};
+    Chain builder{.gamma = 1};
+    const auto build = [&](LawDrafter p) { return builder.build(p, 0, ctx); };
+    CHECK_NOTHROW(build({.token = 1, .q = {0.25f, 0.25f, 0.25f, 0.25f}}));
+    CHECK_NOTHROW(build({.token = 1, .q = {}, .sampled = false}));  // deterministic: q = one-hot
+    CHECK_THROWS_WITH(build({.token = 1, .q = {}}), Catch::Contains("marked sampled") && Catch::Contains("0 entries"));
+    CHECK_THROWS_WITH(build({.token = 1, .q = {0.5f, 0.5f, 0.5f, 0.5f}}), Catch::Contains("summing to 2"));
+    CHECK_THROWS_WITH(build({.token = 1, .q = {1.0f, 0.0f, 0.0f, 0.0f}}), Catch::Contains("q[token] = 0"));
+    CHECK_THROWS_WITH(build({.token = 1, .q = {0.5f, 0.5f}}), Catch::Contains("law q of 2 entries"));
+    CHECK_THROWS_WITH(build({.token = 7, .q = {}, .sampled = false}), Catch::Contains("token id 7"));
+}
