@@ -6,29 +6,35 @@
 // `target_link_libraries(app PRIVATE specdec::specdec)`. By hand: `g++ -std=c++20 -O2 -I<specdec> app.cpp -pthread`.
 //
 // ## A complete example
+// The shipped models are HuggingFace folders (config.json, model.safetensors, tokenizer.json): a 10M
+// target in models/target and a 0.6M drafter trained to imitate it in models/small. Run from the
+// repository root (this is examples/00_first_composition.cpp; a ctest keeps the two the same):
 //
 //     #include "specdec.hpp"
 //     #include <cstdio>
 //     using namespace specdec;
 //
-//     int main() {
-//         // Step 1: the target, and a drafter that shares its vocabulary.
-//         const Config cfg{.hidden_size = 64, .intermediate_size = 128, .num_hidden_layers = 2,
-//                          .num_attention_heads = 4, .num_key_value_heads = 2, .vocab_size = 256,
-//                          .max_position_embeddings = 256};
-//         const Weights w = random_weights(cfg, /*seed=*/1, /*std_dev=*/0.2f);
-//         CpuModel target(cfg, w);
-//         CpuModel draft(cfg, perturbed(cfg, w, /*rel=*/0.3f, /*seed=*/2));
+//     int main() try {
+//         // Step 1: the target, and a drafter that shares its tokenizer.
+//         Checkpoint t = load_checkpoint("models/target"), d = load_checkpoint("models/small");
+//         CpuModel target(t.config, std::move(t.weights));
+//         CpuModel draft(d.config, std::move(d.weights));
+//         const Tokenizer tok = Tokenizer::load("models/target/tokenizer.json");
 //         // Step 2: the four policies.
 //         ModelProposer proposer(draft);   // Proposer: the drafter's next-token logits
 //         Chain builder{.gamma = 4};       // TreeBuilder: a chain of 4 drafts
 //         TreeVerifier verifier;           // Verifier: one target forward over the tree
 //         GreedyMatch acceptor;            // Acceptor: keep drafts equal to the target's argmax
-//         // Step 3: the loop.
-//         const std::vector<int> prompt{1, 2, 3};
+//         // Step 3: the loop, on a tokenized prompt.
+//         const std::vector<int> prompt = tok.encode("It was the best of times, it was the worst of times,");
 //         const Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt,
-//                                                   GenerateOptions{.max_new_tokens = 32});
-//         std::printf("%zu tokens, tau = %.2f tokens per target forward\n", g.tokens.size(), g.tau());
+//                                                   GenerateOptions{.max_new_tokens = 48});
+//         std::printf("%s\n%zu tokens, tau = %.2f tokens per target forward\n", tok.decode(g.tokens).c_str(),
+//                     g.tokens.size(), g.tau());
+//         return 0;
+//     } catch (const specdec::error& e) {  // a missing file, a bad config.json: the message names it
+//         std::fprintf(stderr, "%s\n", e.what());
+//         return 1;
 //     }
 //
 // The output equals `autoregressive_generate(target, prompt, opts).tokens` token for token: GreedyMatch
@@ -37,6 +43,8 @@
 // which near-ties can flip). For sampling (temperature > 0) use
 // SpeculativeSampling (chains), MultiDraftSampling (trees of sampled siblings) or SampleAndMatch (any
 // tree); each acceptor states its precondition and throws specdec::error when it does not hold.
+// Without model files, `random_weights(cfg, seed, std_dev)` makes a target of any Config and
+// `perturbed(cfg, w, rel, seed)` a drafter near it (examples/01_autoregressive.cpp to 03).
 //
 // ## Other compositions (each a few lines in examples/)
 // A proposer either scores the builder's nodes (ScoresNodes: ModelProposer over any LanguageModel,
@@ -46,8 +54,23 @@
 // Builders: Chain, KAryTree, ExpandedChain (GLIDE's CAPE). See examples/06_cs_drafting.cpp and
 // examples/07_glide_cape.cpp.
 //
+// ## Your own policy
+// Write a struct with the members its concept asks for (detail/core/concepts.hpp); a prompt-lookup
+// proposer in 30 lines is examples/prompt_lookup.hpp, and docs/writing_a_policy.md states the rules
+// the compiler cannot check (which random numbers to draw, what law to record, what observe() owes the
+// loop). `static_assert(specdec::check_proposer<MyProposer>());` under the class names each missing
+// member in its own error; so does a call of speculative_generate with a policy that does not fit.
+// `prefill(model, tokens)` and `next_token_distribution(model, text, sampling)` give the exact law a
+// lossless composition must reproduce.
+//
 // ## Compile-time options
-// None. The CUDA backend (`CudaModel`, kernels in kernels.cuh) is visible in translation units compiled by
+// Define before the first `#include "specdec.hpp"` of a translation unit:
+// - `SPECDEC_DECODING_ONLY`: only what decoding needs: core, model, file formats (so the shipped models
+//   load), policies and the loop; util/ (progress, SVG), train/ and methods/ (CS Drafting, GLIDE) are
+//   left out, so a program sees only the decoding API. It saves little compile time (a few percent):
+//   most of a program's compile time is the code generation of what it uses (the CPU model's kernels,
+//   the file readers, the loop), which a header-only library pays in every program that uses them.
+// The CUDA backend (`CudaModel`, kernels in kernels.cuh) is visible in translation units compiled by
 // nvcc; link `specdec::cuda` (defined when CMake finds nvcc) for the CUDA runtime and cuBLASLt.
 //
 // ## Contents (the include order below is the dependency order)
@@ -61,10 +84,14 @@
 #include "detail/core/tree.hpp"                       // defines: Tree, Node, Draw, validate_path, pruned
 #include "detail/core/concepts.hpp"                   // defines: LanguageModel, ExposesKV, ExposesHidden, ExposesCommittedHidden, Proposer, TreeBuilder,
                                                       //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
+#include "detail/core/policy_checks.hpp"              // defines: check_proposer, check_tree_builder, check_verifier, check_acceptor,
+                                                      //          check_language_model (the concepts member by member)
 
 // ---- util: progress lines and charts
+#if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/util/progress.hpp"                   // defines: ProgressLine (progress with ETA for long work)
 #include "detail/util/svg.hpp"                        // defines: write_svg_chart, Series (loss curves, benchmark charts)
+#endif
 
 // ---- model: the Llama and its CPU products
 #include "detail/model/bf16.hpp"                      // defines: bf16, to_float, to_bf16
@@ -83,21 +110,26 @@
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level BPE, HF tokenizer.json)
 
 // ---- policies: the generic Proposers, TreeBuilders, Verifier and Acceptors
+#include "detail/policies/next_token.hpp"             // defines: prefill, next_token_logits, next_token_distribution
 #include "detail/policies/proposers.hpp"              // defines: ModelProposer, NoProposer
 #include "detail/policies/tree_builders.hpp"          // defines: RootOnly, Chain, KAryTree, DrawPolicy
 #include "detail/policies/verifier.hpp"               // defines: TreeVerifier
 #include "detail/policies/acceptors.hpp"              // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
 
 // ---- train: training against a frozen target
+#if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/train/layers.hpp"                    // defines: train:: layer forward/backward pairs, losses, AttentionMask
 #include "detail/train/trainable_llama.hpp"           // defines: train::TrainableLlama (forward + hand-written backward)
 #include "detail/train/optimizer.hpp"                 // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
 #include "detail/train/dataset.hpp"                   // defines: train::TokenFile, random_windows, evaluate, teacher cache
+#endif
 
 // ---- loop: the decoding loop and its metrics
 #include "detail/loop/generate.hpp"                   // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
+#include "detail/loop/policy_errors.hpp"              // defines: the overloads a malformed policy lands on (one error per missing member)
 #include "detail/loop/metrics.hpp"                    // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
 
+#if !defined(SPECDEC_DECODING_ONLY)
 // ---- methods/cs_drafting: Cascade Speculative Drafting (cascade-speculative-drafting.txt)
 #include "detail/methods/cs_drafting/cascade.hpp"     // defines: Review, Horizontal, MaxGram, Lenience, KMatrix (CS Drafting)
 #include "detail/methods/cs_drafting/max_gram.hpp"    // defines: max_gram, Bigram, longest_earlier_suffix (CS Drafting's MaG)
@@ -107,11 +139,14 @@
 #include "detail/methods/glide_cape/glide.hpp"        // defines: GlideModel, GlideConfig, GlideWeights, load_glide_checkpoint (GLIDE's drafter)
 #include "detail/methods/glide_cape/cape.hpp"         // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
 #include "detail/methods/glide_cape/train_glide.hpp"  // defines: train::TrainableGlide, glide_block_mask, target_kv
+#endif  // !SPECDEC_DECODING_ONLY
 
 // ---- methods/edd_pct: Effective Draft Decoder with a Pruned Candidate Tree (edd-pct.txt)
 #include "detail/methods/edd_pct/pct.hpp"             // defines: PrunedCandidateTree, PctPrune, measure_forward_costs, ForwardCosts
 
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
+#if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/cuda/glide.cuh"                      // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
+#endif
 #endif

@@ -70,7 +70,7 @@ std::map<std::pair<int, int>, double> exact_two_tokens(Model& target, const std:
     std::map<std::pair<int, int>, double> out;
     std::vector<float> p1(V), p2(V);
     target.reset();
-    specdec::detail::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
+    specdec::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
     specdec::Tree t;
     t.add_root(prompt.back());
     for (int a = 0; a < V; ++a) t.add(a, 0);

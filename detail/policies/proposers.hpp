@@ -12,6 +12,7 @@
 #include "../model/cpu_model.hpp"
 #include "../core/error.hpp"
 #include "../core/tree.hpp"
+#include "next_token.hpp"
 
 namespace specdec {
 
@@ -31,18 +32,7 @@ struct DrafterContext {
 
 namespace detail {
 
-/// Commits `tokens` to an empty-tree model in chunks (a prompt may be longer than one forward fits).
-template <LanguageModel M>
-void prefill(M& model, std::span<const int> tokens, int chunk = 32) {
-    for (std::size_t at = 0; at < tokens.size(); at += chunk) {
-        const auto part = tokens.subspan(at, std::min<std::size_t>(chunk, tokens.size() - at));
-        const Tree t = Tree::chain(part);
-        model.forward(t, 0);
-        std::vector<int> all(part.size());
-        for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i);
-        model.commit(all);
-    }
-}
+using specdec::prefill;  // the same function, under the name code inside detail:: calls it by
 
 }  // namespace detail
 

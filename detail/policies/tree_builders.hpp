@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -76,9 +77,27 @@ Draft draft_tokens(P& proposer, int n, const StepContext& ctx) {
 /// Under sampling a deterministic token is recorded with q = one-hot: a draw from a point mass, which
 /// speculative sampling accepts with probability p(x) and which keeps it lossless.
 inline int add_drafted(Tree& tree, int parent, const DraftToken& t, const Sampling& sampling, int vocab) {
+    require(t.token >= 0 && t.token < vocab, "proposer", [&] {
+        return "drafted token id " + std::to_string(t.token) + " is outside the vocabulary [0, " + std::to_string(vocab) + ")";
+    });
+    require(t.q.empty() || static_cast<int>(t.q.size()) == vocab, "proposer", [&] {
+        return "drafted token " + std::to_string(t.token) + " carries a law q of " + std::to_string(t.q.size()) +
+               " entries; the vocabulary has " + std::to_string(vocab);
+    });
     const float qx = t.q.empty() ? 1.0f : t.q[t.token];
     if (sampling.greedy()) return tree.add(t.token, parent, qx, Draw::kTopK);
     if (t.sampled) {
+        // The acceptor takes q on trust: accepting with probability min(1, p/q) is exact only for the
+        // normalised law the token was really drawn from (docs/writing_a_policy.md).
+        double mass = 0.0;
+        for (float v : t.q) mass += v;
+        require(!t.q.empty() && qx > 0.0f && std::abs(mass - 1.0) < 1e-3, "proposer", [&] {
+            return "drafted token " + std::to_string(t.token) + " is marked sampled, so it must carry the law it was " +
+                   "drawn from: q of " + std::to_string(vocab) + " entries summing to 1 with q[token] > 0; got " +
+                   std::to_string(t.q.size()) + " entries summing to " + std::to_string(mass) +
+                   (t.q.empty() ? std::string() : ", q[token] = " + std::to_string(qx)) +
+                   " (a token chosen deterministically is marked sampled = false)";
+        });
         tree.set_child_dist(parent, t.q);
     } else {
         std::vector<float> one_hot(vocab, 0.0f);

@@ -175,13 +175,9 @@ TEST_CASE("under sampling at lenience 1 each drafted token's law is the reviewer
     REQUIRE_FALSE(d.empty());
     // p_mid(. | prompt + d[0..i)) recomputed from scratch
     std::vector<int> seq = prompt;
-    std::vector<float> p(m.cfg.vocab_size);
     for (const DraftToken& t : d) {
         CHECK(t.sampled);
-        m.mid.reset();
-        detail::prefill(m.mid, std::span<const int>(seq).first(seq.size() - 1));
-        const Tree root = Tree::chain(std::span<const int>(&seq.back(), 1));
-        processed_probs(m.mid.forward(root, 0).row(0), s, p);
+        const std::vector<float> p = next_token_distribution(m.mid, seq, s);
         for (int y = 0; y < m.cfg.vocab_size; ++y) CHECK_THAT(t.q[y], Catch::WithinAbs(p[y], 2e-5));
         seq.push_back(t.token);
     }
