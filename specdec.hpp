@@ -6,7 +6,7 @@
 // `target_link_libraries(app PRIVATE specdec::specdec)`. By hand: `g++ -std=c++20 -O2 -I<specdec> app.cpp -pthread`.
 //
 // ## A complete example
-// The shipped models are HuggingFace folders (config.json, model.safetensors, tokenizer.json): a 10M
+// The shipped models are HuggingFace folders (config.json, model.safetensors, tokenizer.json): a 5.5M
 // target in models/target and a 0.6M drafter trained to imitate it in models/small. Run from the
 // repository root (this is examples/00_first_composition.cpp; a ctest keeps the two the same):
 //
