@@ -84,12 +84,21 @@ std::map<std::pair<int, int>, double> exact_two_tokens(Model& target, const std:
     return out;
 }
 
-/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1) of
-/// `max_new_tokens` tokens: at least two, and more so that the loop lets the first step draft deep.
+/// How deep a builder drafts when nothing limits it (Chain, ExpandedChain: gamma; KAryTree: its levels).
+template <class Builder>
+int draft_depth(const Builder& b) {
+    if constexpr (requires { b.gamma; }) return b.gamma;
+    else if constexpr (requires { b.k_config.size(); }) return static_cast<int>(b.k_config.size());
+    else return 0;
+}
+
+/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1), each just
+/// long enough (at least two tokens) that the loop lets the first step draft as deep as the builder does:
+/// the room left is max_new_tokens - 1.
 template <class Model, class P, class Builder, class Acc>
 std::map<std::pair<int, int>, int> sampled_two_tokens(Model& target, P& proposer, Builder builder, Acc acceptor,
-                                                      const std::vector<int>& prompt, const specdec::Sampling& s, int runs,
-                                                      int max_new_tokens) {
+                                                      const std::vector<int>& prompt, const specdec::Sampling& s, int runs) {
+    const int max_new_tokens = std::max(2, draft_depth(builder) + 1);
     std::map<std::pair<int, int>, int> counts;
     specdec::TreeVerifier verifier;
     for (int seed = 0; seed < runs; ++seed) {

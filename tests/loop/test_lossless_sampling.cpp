@@ -12,8 +12,7 @@ using namespace specdec;
 namespace {
 
 constexpr int kVocab = 6;
-constexpr int kRuns = 3000;
-constexpr int kMaxNew = 4;  // tokens per generation, the first two tallied: room for the first step to draft 3
+constexpr int kRuns = 2000;  // enough: the lossy acceptor below scores ~54000 against a bound of ~45
 
 struct Models {
     Config cfg = test::tiny_config(true, kVocab);
@@ -53,7 +52,7 @@ test::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling&
     const std::vector<int> prompt{1, 4, 2};
     const auto expected = test::exact_two_tokens(m.target, prompt, s);
     auto proposer = make(m);
-    const auto observed = test::sampled_two_tokens(m.target, proposer, builder, acceptor, prompt, s, kRuns, kMaxNew);
+    const auto observed = test::sampled_two_tokens(m.target, proposer, builder, acceptor, prompt, s, kRuns);
     const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
     REQUIRE(r.dof >= 8);  // enough populated cells that the test means something
     return r;
