@@ -111,6 +111,9 @@
 // ---- methods/edd_pct: Effective Draft Decoder with a Pruned Candidate Tree (edd-pct.txt)
 #include "detail/methods/edd_pct/pct.hpp"             // defines: PrunedCandidateTree, PctPrune, measure_forward_costs, ForwardCosts
 
+// ---- methods/eagle_fspad: EAGLE-2's dynamic tree, EAGLE's feature drafter, FSPAD (fspad.txt)
+#include "detail/methods/eagle_fspad/eagle2_tree.hpp"  // defines: Eagle2Tree (EAGLE-2's dynamic draft tree: expand top-k, rerank top-N)
+
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
 #include "detail/cuda/glide.cuh"                      // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
