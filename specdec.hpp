@@ -144,6 +144,9 @@
 // ---- methods/edd_pct: Effective Draft Decoder with a Pruned Candidate Tree (edd-pct.txt)
 #include "detail/methods/edd_pct/pct.hpp"             // defines: PrunedCandidateTree, PctPrune, measure_forward_costs, ForwardCosts
 
+// ---- methods/eagle_fspad: EAGLE-2's dynamic tree, EAGLE's feature drafter, FSPAD (fspad.txt)
+#include "detail/methods/eagle_fspad/eagle2_tree.hpp"  // defines: Eagle2Tree (EAGLE-2's dynamic draft tree: expand top-k, rerank top-N)
+
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
 #if !defined(SPECDEC_DECODING_ONLY)

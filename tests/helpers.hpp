@@ -110,6 +110,41 @@ std::map<std::pair<int, int>, int> sampled_two_tokens(Model& target, P& proposer
     return counts;
 }
 
+/// A drafter whose next-token law depends only on the node's token: a few listed probabilities, the
+/// rest of the mass spread evenly over the other tokens; tokens without a row are uniform (1/vocab).
+/// It records the nodes each propose() asked about, and their tokens: the expanded nodes, depth by depth.
+struct MarkovDrafter {
+    std::map<int, std::map<int, float>> table;
+    int vocab = 16;
+    std::vector<std::vector<int>> asked{};
+    std::vector<std::vector<int>> asked_tokens{};
+    std::vector<float> out{};
+
+    int vocab_size() const { return vocab; }
+    void start(std::span<const int>) {}
+    void observe(const specdec::StepOutcome&) {}
+    std::vector<float> law(int token) const {
+        std::vector<float> p(vocab, 1.0f / vocab);
+        const auto row = table.find(token);
+        if (row == table.end()) return p;
+        float listed = 0.0f;
+        for (const auto& [t, v] : row->second) listed += v;
+        const float rest = (1.0f - listed) / static_cast<float>(vocab - static_cast<int>(row->second.size()));
+        for (int t = 0; t < vocab; ++t) p[t] = row->second.count(t) ? row->second.at(t) : rest;
+        return p;
+    }
+    specdec::Rows propose(const specdec::Tree& tree, std::span<const int> nodes) {
+        asked.emplace_back(nodes.begin(), nodes.end());
+        asked_tokens.emplace_back();
+        out.clear();
+        for (int n : nodes) {
+            asked_tokens.back().push_back(tree[n].token);
+            for (float p : law(tree[n].token)) out.push_back(std::log(p));  // softmax(log p) = p
+        }
+        return specdec::Rows{out, vocab};
+    }
+};
+
 /// A deterministic token drafter with no law (like Max-Gram): after token t it proposes (5t + 1) mod V,
 /// three tokens per call. Cheap, often wrong, sometimes right: acceptance is partial.
 struct Stepper {

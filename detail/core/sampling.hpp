@@ -1,4 +1,4 @@
-// specdec/detail/core/sampling.hpp — temperature / top-k / top-p processing, argmax and inverse-CDF sampling.
+// specdec/detail/core/sampling.hpp — temperature / top-k / top-p processing, argmax, top indices and inverse-CDF sampling.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -37,6 +37,24 @@ struct Sampling {
 inline int argmax(std::span<const float> row) {
     return static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
 }
+
+namespace detail {
+
+/// Indices of the `n` largest of `values` (a vector or span of numbers), largest first; ties go to the
+/// lower index, as in argmax, so every tree builder ranks alike (the drafter's top-k children, the most
+/// probable nodes of a depth). `n` is clipped to [0, size].
+template <class Values>
+std::vector<int> top_indices(const Values& values, int n) {
+    std::vector<int> order(std::size(values));
+    std::iota(order.begin(), order.end(), 0);
+    n = std::clamp(n, 0, static_cast<int>(order.size()));
+    std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                      [&](int a, int b) { return values[a] > values[b] || (values[a] == values[b] && a < b); });
+    order.resize(static_cast<std::size_t>(n));
+    return order;
+}
+
+}  // namespace detail
 
 /// In-place softmax of `row` scaled by 1/temperature.
 inline void softmax(std::span<float> row, float temperature = 1.0f) {

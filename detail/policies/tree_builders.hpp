@@ -31,11 +31,7 @@ inline void add_children(Tree& tree, int node, std::span<const float> q, int k, 
     const int V = static_cast<int>(q.size());
     k = std::min(k, V);
     if (policy == DrawPolicy::kTopK) {
-        std::vector<int> order(V);
-        std::iota(order.begin(), order.end(), 0);
-        std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                          [&](int a, int b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
-        for (int i = 0; i < k; ++i) tree.add(order[i], node, q[order[i]], Draw::kTopK);
+        for (int t : top_indices(q, k)) tree.add(t, node, q[t], Draw::kTopK);
         return;
     }
     tree.set_child_dist(node, q);

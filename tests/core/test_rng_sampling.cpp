@@ -78,6 +78,16 @@ TEST_CASE("inverse-CDF sampling never returns a zero-probability token", "[sampl
     CHECK_THROWS_WITH(sample_index(zero, 0.5f), Catch::Contains("all-zero"));
 }
 
+TEST_CASE("top indices rank the largest first, ties to the lower index, as argmax does", "[sampling]") {
+    const std::vector<float> q{.1f, .3f, .2f, .3f, .1f};
+    CHECK(detail::top_indices(q, 3) == std::vector<int>{1, 3, 2});
+    CHECK(detail::top_indices(q, 9) == std::vector<int>{1, 3, 2, 0, 4});  // clipped to the size
+    CHECK(detail::top_indices(q, 0).empty());
+    CHECK(detail::top_indices(q, 1).front() == argmax(q));
+    const std::vector<double> joint{.5, .25, .5};
+    CHECK(detail::top_indices(joint, 2) == std::vector<int>{0, 2});
+}
+
 TEST_CASE("invalid sampling parameters are rejected naming the field", "[sampling][errors]") {
     CHECK_THROWS_WITH((Sampling{.temperature = -1}.validate()), Catch::Contains("temperature"));
     CHECK_THROWS_WITH((Sampling{.temperature = NAN}.validate()), Catch::Contains("temperature"));

@@ -96,6 +96,13 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
         CAPTURE(r.statistic, r.dof);
         CHECK(r.statistic < test::chi_square_critical(r.dof));
     }
+    SECTION("EAGLE-2 tree (top-k expansion, global top-N rerank) + SampleAndMatch") {
+        // Deterministic top-k children reranked after drafting, as PCT's: SampleAndMatch stays exact
+        // (EAGLE's own acceptance, a point-mass q per candidate, has the same law).
+        const auto r = check_composition(Eagle2Tree{.total_tokens = 8, .depth = 3, .top_k = 3}, SampleAndMatch{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
     SECTION("a cascade (drafter reviewing a deterministic drafter, lenience 3) + SpeculativeSampling") {
         // CS Drafting's vertical cascade: the drafter reviews leniently, so its tokens do NOT follow its
         // own distribution; each carries the law it was drawn from, which keeps the target exact.

@@ -24,7 +24,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <numeric>
 #include <span>
 #include <string>
 #include <vector>
@@ -87,7 +86,6 @@ struct PrunedCandidateTree {
         std::vector<int> frontier{tree.add_root(root_token)};  // the expandable nodes of the last depth
         const int V = proposer.vocab_size();
         std::vector<float> q(V);
-        std::vector<int> order(V);
         std::vector<Child> children;
         const int deepest = std::min(max_depth, ctx.room);  // the room left near the context's end
         for (int depth = 1; depth <= deepest && !frontier.empty() && tree.size() - 1 < max_drafts; ++depth) {
@@ -95,12 +93,8 @@ struct PrunedCandidateTree {
             children.clear();
             for (std::size_t j = 0; j < frontier.size(); ++j) {
                 draft_probs(logits.row(static_cast<int>(j)), ctx.sampling, q);
-                const int k = std::min(width, V);
-                std::iota(order.begin(), order.end(), 0);
-                std::partial_sort(order.begin(), order.begin() + k, order.end(),
-                                  [&](int a, int b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
-                for (int i = 0; i < k; ++i)
-                    children.push_back({frontier[j], order[i], q[order[i]], product[frontier[j]] * q[order[i]]});
+                for (int t : detail::top_indices(q, width))
+                    children.push_back({frontier[j], t, q[t], product[frontier[j]] * q[t]});
             }
             keep_most_valuable(children, static_cast<std::size_t>(max_drafts - (tree.size() - 1)));
             frontier.clear();
@@ -120,14 +114,12 @@ private:
     template <class Child>
     static void keep_most_valuable(std::vector<Child>& children, std::size_t room) {
         if (children.size() <= room) return;
-        std::vector<std::size_t> rank(children.size());
-        std::iota(rank.begin(), rank.end(), std::size_t{0});
-        std::stable_sort(rank.begin(), rank.end(),
-                         [&](std::size_t a, std::size_t b) { return children[a].product > children[b].product; });
-        rank.resize(room);
+        std::vector<double> products;
+        for (const Child& c : children) products.push_back(c.product);
+        std::vector<int> rank = detail::top_indices(products, static_cast<int>(room));
         std::sort(rank.begin(), rank.end());
         std::vector<Child> kept;
-        for (std::size_t r : rank) kept.push_back(children[r]);
+        for (int r : rank) kept.push_back(children[static_cast<std::size_t>(r)]);
         children = std::move(kept);
     }
 

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -114,15 +113,11 @@ struct ExpandedChain {
             const int x = tree[chain[i + 1]].token;
             if (!qi.empty()) {
                 const int k = sizes(*std::max_element(qi.begin(), qi.end()));
-                std::vector<int> order(qi.size());
-                std::iota(order.begin(), order.end(), 0);
-                const int take = std::min<int>(k + 1, static_cast<int>(qi.size()));
-                std::partial_sort(order.begin(), order.begin() + take, order.end(),
-                                  [&](int a, int b) { return qi[a] > qi[b] || (qi[a] == qi[b] && a < b); });
                 int added = 0;
-                for (int j = 0; j < take && added < k; ++j) {
-                    if (order[j] == x) continue;
-                    cands.push_back({static_cast<int>(i) + 1, order[j], qi[order[j]], reach * qi[order[j]]});
+                for (int t : detail::top_indices(qi, k + 1)) {  // one more: the chain's own token is among them
+                    if (added == k) break;
+                    if (t == x) continue;
+                    cands.push_back({static_cast<int>(i) + 1, t, qi[t], reach * qi[t]});
                     ++added;
                 }
                 reach *= qi[x];

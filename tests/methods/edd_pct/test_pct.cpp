@@ -14,35 +14,7 @@ namespace {
 
 constexpr int kV = 16;
 
-/// A drafter whose next-token law depends only on the node's token: a few listed probabilities, the
-/// rest of the mass spread evenly over the other tokens; tokens without a row are uniform (1/16).
-/// It records the nodes each propose() asked about: the expanded nodes, depth by depth.
-struct MarkovDrafter {
-    std::map<int, std::map<int, float>> table;
-    std::vector<std::vector<int>> asked{};
-    std::vector<float> out{};
-
-    int vocab_size() const { return kV; }
-    void start(std::span<const int>) {}
-    void observe(const StepOutcome&) {}
-    std::vector<float> law(int token) const {
-        std::vector<float> p(kV, 1.0f / kV);
-        const auto row = table.find(token);
-        if (row == table.end()) return p;
-        float listed = 0.0f;
-        for (const auto& [t, v] : row->second) listed += v;
-        const float rest = (1.0f - listed) / static_cast<float>(kV - row->second.size());
-        for (int t = 0; t < kV; ++t) p[t] = row->second.count(t) ? row->second.at(t) : rest;
-        return p;
-    }
-    Rows propose(const Tree& tree, std::span<const int> nodes) {
-        asked.emplace_back(nodes.begin(), nodes.end());
-        out.clear();
-        for (int n : nodes)
-            for (float p : law(tree[n].token)) out.push_back(std::log(p));  // softmax(log p) = p
-        return Rows{out, kV};
-    }
-};
+using test::MarkovDrafter;
 
 /// The toy: from root token 0, children 1 (.6) and 2 (.15); under 1: 3 (.5) and 4 (.12); under 2:
 /// 5 (.6) and 6 (.25); under 3: 7 (.25) and 1 (.15). With width 2, s_d/s_t = .1 and leaf threshold .05:
