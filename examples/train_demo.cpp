@@ -138,7 +138,7 @@ int make_model(const std::string& name) {
             kl_divergence(pool, model.dlogits().data(), model.logits().data(), teacher_probs.data(), B * T,
                           cfg.vocab_size, distill);
         model.backward();
-        clip_grad_norm(model.grads(), cfg, 1.0);
+        clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
         smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
         train_curve.xs.push_back(step + 1), train_curve.ys.push_back(loss);
@@ -225,7 +225,7 @@ int make_glide(const std::string& name) {
         const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
         model.zero_grad();
         const double loss = glide_batch(model, target, batch, block_mask, /*with_backward=*/true);
-        clip_grad_norm(model.grads(), cfg, 1.0);
+        clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
         smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
         train_curve.xs.push_back(step + 1), train_curve.ys.push_back(loss);

@@ -10,8 +10,10 @@
 // Here one GotoBLAS-style micro-kernel (Goto & van de Geijn 2008) serves all three layouts and adds
 // into C itself. Only the operand read along vectors (B) is packed per call: k-major panels of 64
 // columns, 256 k steps per block, transposed while packing where B is stored (m, k). The operand
-// that is broadcast (A) is read in place where it is row-major and packed per task where it is
-// transposed (dyᵀ: consecutive k steps are a whole row of dy apart).
+// that is broadcast (A) is read in place, row-major or transposed: a tile's 6 rows of A stay in L1
+// or L2 while it meets the panels. (Packing a transposed A per task, 6 rows per k step, cost more
+// than it saved: the weight gradients at the demo target's shape went from 79-90% of one core's
+// FMA peak to 68-76%, CPU time, one thread.)
 //
 // Each element of C is one FMA chain per block of k in k order, the blocks added in order, whatever
 // the thread count or the claiming order of the tasks: training runs are bit-reproducible.
@@ -51,7 +53,7 @@ inline void gemm_reference(GemmOp op, float* C, const float* A, const float* B, 
 
 /// Grow-only scratch of the calling thread for one product (kept between calls: no page faults).
 inline float* gemm_scratch(int slot, std::size_t count) {
-    thread_local std::vector<float> buffers[2];
+    thread_local std::vector<float> buffers[2];  // packed B; the fallback's transposes
     std::vector<float>& b = buffers[slot];
     if (b.size() < count) b.resize(std::max(count, b.size() + b.size() / 2));
     return b.data();
@@ -85,7 +87,7 @@ constexpr int kGemmKc = 256;   // k steps per block: a packed panel of B is 64 K
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 /// C tile (MR rows, up to 64 columns: `cols` masks the four vectors) = or += Σ_p A(r, p) · Bp[p].
-/// A(r, p) is a[r * a_row + p * a_step]: row-major A has (lda, 1), a transposed or packed one (1, lda).
+/// A(r, p) is a[r * lda + p] when A is row-major, a[p * lda + r] when it is stored transposed.
 template <int MR, bool kRowMajorA>
 SPECDEC_TARGET_AVX512 void gemm_tile(int kc, const float* a, std::ptrdiff_t lda, const float* bp, float* c,
                                      std::ptrdiff_t ldc, const __mmask16 (&cols)[4], bool accumulate) {
@@ -165,27 +167,11 @@ SPECDEC_TARGET_AVX512 inline void gemm_pack_b(float* dst, GemmOp op, const float
     }
 }
 
-/// Rows [i0, i0 + rows) of A (k, n) for k steps [k0, k0 + kc) as panels of 6 rows, each k-major
-/// (dst[panel * kc * 6 + p * 6 + r]): the tile then reads 6 consecutive floats per k step.
-SPECDEC_TARGET_AVX512 inline void gemm_pack_a_transposed(float* dst, const float* A, int n, int i0, int rows, int k0,
-                                                         int kc) {
-    const int panels = (rows + kGemmMr - 1) / kGemmMr;
-    for (int p = 0; p < kc; ++p) {
-        const float* src = A + offset(k0 + p, n) + i0;
-        for (int t = 0; t < panels; ++t) {
-            const int r = std::min(kGemmMr, rows - t * kGemmMr);
-            const auto mask = static_cast<__mmask16>((1u << r) - 1u);
-            _mm512_mask_storeu_ps(dst + offset(t, kc * kGemmMr) + p * kGemmMr, mask,
-                                  _mm512_maskz_loadu_ps(mask, src + t * kGemmMr));
-        }
-    }
-}
-
 #pragma GCC diagnostic pop
 
 /// The AVX-512 product. B is packed once, all panels of every k block, in parallel; then tasks of
 /// (row block) x (column block) of C are claimed from the pool, each going over the k blocks in
-/// order, its rows 6 at a time (a tile's A rows stay in L1) against its column panels.
+/// order, its rows 6 at a time against its column panels.
 inline void gemm_avx512(ThreadPool& pool, GemmOp op, float* C, const float* A, const float* B, int n, int k, int m,
                         bool accumulate) {
     const int panels = (m + kGemmNr - 1) / kGemmNr, blocks = (k + kGemmKc - 1) / kGemmKc;
@@ -211,12 +197,10 @@ inline void gemm_avx512(ThreadPool& pool, GemmOp op, float* C, const float* A, c
     pool.parallel_for(row_blocks * col_blocks, [&](int task) {
         const int i0 = task / col_blocks * block_rows, rows = std::min(block_rows, n - i0);
         const int jp0 = task % col_blocks * col_panels, jp1 = std::min(panels, jp0 + col_panels);
-        float* a_packed = row_major_a ? nullptr : gemm_scratch(1, static_cast<std::size_t>(block_rows) * kGemmKc);
         const GemmTileFn<true> full_rm = gemm_tile_for<true>(kGemmMr);
         const GemmTileFn<false> full_t = gemm_tile_for<false>(kGemmMr);
         for (int block = 0; block < blocks; ++block) {
             const int k0 = block * kGemmKc, kc = std::min(kGemmKc, k - k0);
-            if (!row_major_a) gemm_pack_a_transposed(a_packed, A, n, i0, rows, k0, kc);
             for (int r0 = 0; r0 < rows; r0 += kGemmMr) {
                 const int r = std::min(kGemmMr, rows - r0);
                 const auto tile_rm = r == kGemmMr ? full_rm : gemm_tile_for<true>(r);
@@ -228,7 +212,7 @@ inline void gemm_avx512(ThreadPool& pool, GemmOp op, float* C, const float* A, c
                     float* c = C + offset(i0 + r0, m) + jp * kGemmNr;
                     const bool add = accumulate || block > 0;
                     if (row_major_a) tile_rm(kc, A + offset(i0 + r0, k) + k0, k, panel_at(block, jp), c, m, cols, add);
-                    else tile_t(kc, a_packed + offset(r0, kc), kGemmMr, panel_at(block, jp), c, m, cols, add);
+                    else tile_t(kc, A + offset(k0, n) + i0 + r0, n, panel_at(block, jp), c, m, cols, add);
                 }
             }
         }

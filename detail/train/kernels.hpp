@@ -146,6 +146,36 @@ SPECDEC_TARGET_AVX512 inline double softmax_grad_row_avx512(float* dz, const flo
 }
 
 // ---------------------------------------------------------------------------------------------------
+// AdamW
+
+/// One AdamW update's constants (optimizer.hpp): moments' decay, eps, learning rate, weight decay
+/// lr·wd, and the bias corrections 1 - βᵗ.
+struct AdamWStep {
+    float beta1, beta2, eps, lr, decay, bias1, bias2;
+};
+
+/// AdamW::step's loop over n parameters, 16 at a time, with its operations in its order and no FMA:
+/// the same bits as the scalar loop (sqrt and division are correctly rounded in both).
+SPECDEC_TARGET_AVX512 inline void adamw_avx512(float* p, const float* g, float* m, float* v, std::size_t n, AdamWStep a) {
+    const __m512 b1 = _mm512_set1_ps(a.beta1), b2 = _mm512_set1_ps(a.beta2), c1 = _mm512_set1_ps(1.0f - a.beta1),
+                 c2 = _mm512_set1_ps(1.0f - a.beta2), bias1 = _mm512_set1_ps(a.bias1), bias2 = _mm512_set1_ps(a.bias2),
+                 eps = _mm512_set1_ps(a.eps), lr = _mm512_set1_ps(a.lr), decay = _mm512_set1_ps(a.decay);
+    for (std::size_t i = 0; i < n; i += 16) {
+        const __mmask16 k = tail_mask16(static_cast<int>(std::min<std::size_t>(16, n - i)));
+        const __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+        const __m512 mv = _mm512_add_ps(_mm512_mul_ps(b1, _mm512_maskz_loadu_ps(k, m + i)), _mm512_mul_ps(c1, gv));
+        const __m512 vv = _mm512_add_ps(_mm512_mul_ps(b2, _mm512_maskz_loadu_ps(k, v + i)), _mm512_mul_ps(_mm512_mul_ps(c2, gv), gv));
+        _mm512_mask_storeu_ps(m + i, k, mv);
+        _mm512_mask_storeu_ps(v + i, k, vv);
+        const __m512 m_hat = _mm512_div_ps(mv, bias1), v_hat = _mm512_div_ps(vv, bias2);
+        __m512 pv = _mm512_maskz_loadu_ps(k, p + i);
+        pv = _mm512_sub_ps(pv, _mm512_mul_ps(decay, pv));
+        pv = _mm512_sub_ps(pv, _mm512_div_ps(_mm512_mul_ps(lr, m_hat), _mm512_add_ps(_mm512_sqrt_ps(v_hat), eps)));
+        _mm512_mask_storeu_ps(p + i, k, pv);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Attention
 
 /// Keys (or values) of one kv head of one sequence, transposed: dst[d * ld + j] = src row j, element d,
@@ -172,67 +202,85 @@ inline int visible_end(const std::uint8_t* visible, int Tk) {
     return end;
 }
 
-/// s[j] = Σ_d q[d] · kt[d][j] for j in vectors [0, nvec) (kt: hd x ld, transposed keys): 16 keys per
-/// vector, eight vectors per pass, so every query element is broadcast once per 128 keys.
-SPECDEC_TARGET_AVX512 inline void scores_row(float* s, const float* q, const float* kt, int ld, int hd, int nvec) {
-    for (int v0 = 0; v0 < nvec; v0 += 8) {
-        const int nv = std::min(8, nvec - v0);
-        __m512 acc[8];
-#pragma GCC unroll 8
-        for (int v = 0; v < 8; ++v) acc[v] = _mm512_setzero_ps();
+/// S[r][j] = Σ_d x_r[d] · kt[d][j] for R rows x_r (`x_stride` floats apart) and the keys of vectors
+/// [0, nvec) (kt: hd x ld, transposed keys; S rows ld apart): 4 vectors of keys per pass, each kt load
+/// serving the R rows.
+template <int R>
+SPECDEC_TARGET_AVX512 void scores_rows(float* s, const float* x, std::size_t x_stride, const float* kt, int ld, int hd,
+                                       int nvec) {
+    for (int v0 = 0; v0 < nvec; v0 += 4) {
+        const int nv = std::min(4, nvec - v0);
+        __m512 acc[R][4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) acc[r][v] = _mm512_setzero_ps();
         for (int d = 0; d < hd; ++d) {
-            const __m512 qd = _mm512_set1_ps(q[d]);
             const float* row = kt + offset(d, ld) + 16 * v0;
-#pragma GCC unroll 8
-            for (int v = 0; v < 8; ++v)
-                if (v < nv) acc[v] = _mm512_fmadd_ps(qd, _mm512_loadu_ps(row + 16 * v), acc[v]);
+            __m512 kv[4];
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v) kv[v] = v < nv ? _mm512_loadu_ps(row + 16 * v) : _mm512_setzero_ps();
+#pragma GCC unroll 4
+            for (int r = 0; r < R; ++r) {
+                const __m512 xd = _mm512_set1_ps(x[r * x_stride + d]);
+#pragma GCC unroll 4
+                for (int v = 0; v < 4; ++v)
+                    if (v < nv) acc[r][v] = _mm512_fmadd_ps(xd, kv[v], acc[r][v]);
+            }
         }
-#pragma GCC unroll 8
-        for (int v = 0; v < 8; ++v)
-            if (v < nv) _mm512_storeu_ps(s + 16 * (v0 + v), acc[v]);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+            for (int v = 0; v < 4; ++v)
+                if (v < nv) _mm512_storeu_ps(s + offset(r, ld) + 16 * (v0 + v), acc[r][v]);
     }
 }
 
-/// out (NV vectors) += Σ_{j < n} w[j] · rows[j * stride], four independent sums to hide the FMA latency.
-template <int NV>
-SPECDEC_TARGET_AVX512 inline void weighted_rows(float* out, const float* w, const float* rows, std::size_t stride, int n) {
-    __m512 acc[4][NV];
+/// out_r (NV vectors, rows `out_stride` apart) += Σ_{j < n} w_r[j] · rows[j * stride] for R rows of
+/// weights w (ld apart): each row of `rows` (a value or key row) loaded once for the R outputs.
+template <int R, int NV>
+SPECDEC_TARGET_AVX512 void weighted_rows(float* out, std::size_t out_stride, const float* w, int ld, const float* rows,
+                                         std::size_t stride, int n) {
+    __m512 acc[R][NV];
 #pragma GCC unroll 4
-    for (int u = 0; u < 4; ++u)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[u][v] = _mm512_setzero_ps();
-    int j = 0;
-    for (; j + 4 <= n; j += 4)
+        for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_setzero_ps();
+    for (int j = 0; j < n; ++j) {
+        __m512 x[NV];
+#pragma GCC unroll 8
+        for (int c = 0; c < NV; ++c) x[c] = _mm512_loadu_ps(rows + j * stride + 16 * c);
 #pragma GCC unroll 4
-        for (int u = 0; u < 4; ++u) {
-            const __m512 wj = _mm512_set1_ps(w[j + u]);
+        for (int r = 0; r < R; ++r) {
+            const __m512 wj = _mm512_set1_ps(w[offset(r, ld) + j]);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v)
-                acc[u][v] = _mm512_fmadd_ps(wj, _mm512_loadu_ps(rows + (j + u) * stride + 16 * v), acc[u][v]);
+            for (int c = 0; c < NV; ++c) acc[r][c] = _mm512_fmadd_ps(wj, x[c], acc[r][c]);
         }
-    for (; j < n; ++j) {
-        const __m512 wj = _mm512_set1_ps(w[j]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[0][v] = _mm512_fmadd_ps(wj, _mm512_loadu_ps(rows + j * stride + 16 * v), acc[0][v]);
     }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < NV; ++v) {
-        const __m512 sum = _mm512_add_ps(_mm512_add_ps(acc[0][v], acc[1][v]), _mm512_add_ps(acc[2][v], acc[3][v]));
-        _mm512_storeu_ps(out + 16 * v, _mm512_add_ps(_mm512_loadu_ps(out + 16 * v), sum));
-    }
+        for (int c = 0; c < NV; ++c) {
+            float* o = out + r * out_stride + 16 * c;
+            _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[r][c]));
+        }
 }
 
 /// The shape of an attention call, as layers.hpp's AttentionShape, plus where rows live.
 struct AttentionGeometry {
     int B, Tq, Tk, H, Hkv, hd;
     std::size_t q_row, kv_row;  // floats between consecutive rows of q (H*hd) and of k, v (Hkv*hd)
-    const std::uint8_t* mask;
+    const std::uint8_t* mask;   // (Tq, Tk), or (B, Tq, Tk) when mask_per_sequence; the forward's only
     bool mask_per_sequence;
 
     const std::uint8_t* mask_row(int b, int i) const {
         return mask + (static_cast<std::size_t>(mask_per_sequence ? b : 0) * Tq + i) * Tk;
     }
 };
+
+/// Query rows per block of the attention kernels: R rows x NV vectors accumulate in registers.
+template <int NV>
+constexpr int kAttentionRows = NV <= 4 ? 4 : 2;
 
 /// One past the last non-zero of p (n floats): where a row of probabilities ends. Past it the row adds
 /// nothing to any gradient, whether its keys were masked or their weights underflowed.
@@ -246,54 +294,66 @@ SPECDEC_TARGET_AVX512 inline int nonzero_end(const float* p, int n) {
 }
 
 /// One (sequence b, kv head) of attention_forward: the group's query heads against the head's keys,
-/// transposed once. Scores run only up to each row's last visible key (half the work for a causal
-/// mask); probabilities past it are 0.
+/// transposed once, R query rows at a time. Scores run only up to each block's last visible key (half
+/// the work for a causal mask); probabilities past a row's own last visible key are 0.
 template <int NV>
 SPECDEC_TARGET_AVX512 void attention_forward_task(float* out, float* probs, const float* q, const float* k,
                                                   const float* v, const AttentionGeometry& g, int b, int kvh) {
+    constexpr int R = kAttentionRows<NV>;
     const int hd = 16 * NV, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
-    float* kt = task_scratch(static_cast<std::size_t>(hd) * ld + ld);
-    float* s = kt + static_cast<std::size_t>(hd) * ld;
+    float* kt = task_scratch(static_cast<std::size_t>(hd) * ld + static_cast<std::size_t>(R) * ld);
+    float* s = kt + static_cast<std::size_t>(hd) * ld;  // (R, ld) the block's scores, then probabilities
     const std::size_t kv_off = static_cast<std::size_t>(b) * g.Tk * g.kv_row + static_cast<std::size_t>(kvh) * hd;
     transpose_head(kt, ld, k + kv_off, g.kv_row, g.Tk, hd);
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int i = 0; i < g.Tq; ++i) {
-        const std::uint8_t* visible = g.mask_row(b, i);
-        const int end = visible_end(visible, g.Tk), nvec = (end + 15) / 16;
-        for (int h = kvh * group; h < (kvh + 1) * group; ++h) {
-            const std::size_t q_off = (static_cast<std::size_t>(b) * g.Tq + i) * g.q_row + static_cast<std::size_t>(h) * hd;
-            float* p = probs + ((static_cast<std::size_t>(b) * g.H + h) * g.Tq + i) * g.Tk;
-            float* o = out + q_off;
-            std::fill_n(o, hd, 0.0f);
-            std::fill(p + end, p + g.Tk, 0.0f);
-            if (end == 0) continue;
-            scores_row(s, q + q_off, kt, ld, hd, nvec);
-            __m512 mx = neg_inf;
-            for (int c = 0; c < nvec; ++c) {
-                const __mmask16 lanes = tail_mask16(end - 16 * c);
-                const __mmask16 seen = _mm_test_epi8_mask(_mm_maskz_loadu_epi8(lanes, visible + 16 * c),
-                                                          _mm_set1_epi8(static_cast<char>(0xFF)));
-                const __m512 sc = _mm512_mask_mul_ps(neg_inf, seen, _mm512_loadu_ps(s + 16 * c), _mm512_set1_ps(scale));
-                _mm512_storeu_ps(s + 16 * c, sc);
-                mx = _mm512_max_ps(mx, sc);
+    for (int h = kvh * group; h < (kvh + 1) * group; ++h)
+        for (int i0 = 0; i0 < g.Tq; i0 += R) {
+            const int rows = std::min(R, g.Tq - i0);
+            int ends[R] = {}, block_end = 0;
+            for (int r = 0; r < rows; ++r) block_end = std::max(block_end, ends[r] = visible_end(g.mask_row(b, i0 + r), g.Tk));
+            const int block_vecs = (block_end + 15) / 16;
+            const std::size_t q_off = (static_cast<std::size_t>(b) * g.Tq + i0) * g.q_row + static_cast<std::size_t>(h) * hd;
+            if (rows == R) scores_rows<R>(s, q + q_off, g.q_row, kt, ld, hd, block_vecs);
+            else
+                for (int r = 0; r < rows; ++r) scores_rows<1>(s + offset(r, ld), q + q_off + r * g.q_row, g.q_row, kt, ld, hd, block_vecs);
+            for (int r = 0; r < rows; ++r) {
+                const int end = ends[r], nvec = (end + 15) / 16;
+                const std::uint8_t* visible = g.mask_row(b, i0 + r);
+                float* sr = s + offset(r, ld);
+                float* p = probs + ((static_cast<std::size_t>(b) * g.H + h) * g.Tq + i0 + r) * g.Tk;
+                std::fill_n(out + q_off + r * g.q_row, hd, 0.0f);
+                std::fill(p + end, p + g.Tk, 0.0f);
+                std::fill(sr + 16 * nvec, sr + 16 * block_vecs, 0.0f);  // weighs nothing in the block's sums
+                if (end == 0) continue;
+                __m512 mx = neg_inf;
+                for (int c = 0; c < nvec; ++c) {
+                    const __mmask16 lanes = tail_mask16(end - 16 * c);
+                    const __mmask16 seen = _mm_test_epi8_mask(_mm_maskz_loadu_epi8(lanes, visible + 16 * c),
+                                                              _mm_set1_epi8(static_cast<char>(0xFF)));
+                    const __m512 sc = _mm512_mask_mul_ps(neg_inf, seen, _mm512_loadu_ps(sr + 16 * c), _mm512_set1_ps(scale));
+                    _mm512_storeu_ps(sr + 16 * c, sc);
+                    mx = _mm512_max_ps(mx, sc);
+                }
+                const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+                __m512 sum = _mm512_setzero_ps();
+                for (int c = 0; c < nvec; ++c) {
+                    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(sr + 16 * c), top));  // masked: exp(-inf) = 0
+                    _mm512_storeu_ps(sr + 16 * c, e);
+                    sum = _mm512_add_ps(sum, e);
+                }
+                const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+                for (int c = 0; c < nvec; ++c) {
+                    const __m512 pr = _mm512_mul_ps(_mm512_loadu_ps(sr + 16 * c), inv);
+                    _mm512_storeu_ps(sr + 16 * c, pr);
+                    _mm512_mask_storeu_ps(p + 16 * c, tail_mask16(end - 16 * c), pr);
+                }
             }
-            const __m512 top = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
-            __m512 sum = _mm512_setzero_ps();
-            for (int c = 0; c < nvec; ++c) {
-                const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + 16 * c), top));  // masked: exp(-inf) = 0
-                _mm512_storeu_ps(s + 16 * c, e);
-                sum = _mm512_add_ps(sum, e);
-            }
-            const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
-            for (int c = 0; c < nvec; ++c) {
-                const __m512 pr = _mm512_mul_ps(_mm512_loadu_ps(s + 16 * c), inv);
-                _mm512_storeu_ps(s + 16 * c, pr);
-                _mm512_mask_storeu_ps(p + 16 * c, tail_mask16(end - 16 * c), pr);
-            }
-            weighted_rows<NV>(o, s, v + kv_off, g.kv_row, end);
+            if (rows == R) weighted_rows<R, NV>(out + q_off, g.q_row, s, ld, v + kv_off, g.kv_row, block_end);
+            else
+                for (int r = 0; r < rows; ++r)
+                    weighted_rows<1, NV>(out + q_off + r * g.q_row, g.q_row, s + offset(r, ld), ld, v + kv_off, g.kv_row, ends[r]);
         }
-    }
 }
 
 /// Keys [j0, j0 + JB) of attention_backward_task: dk_j += Σ_i dS_ij q_i and dv_j += Σ_i P_ij dout_i over
@@ -341,15 +401,16 @@ SPECDEC_TARGET_AVX512 void attention_key_block(float* dk, float* dv, const float
         }
 }
 
-/// One (sequence b, kv head) of attention_backward. Per query row of each head of the group:
-/// dP = dout·vᵀ (16 keys at a time from transposed values), dS = P (dP - Σ P dP) /√hd kept for the
-/// keys, dq += dS·k. Then per block of J keys, over the rows: dk += dSᵀ q and dv += Pᵀ dout, the
-/// row's q and dout loaded once for J keys.
+/// One (sequence b, kv head) of attention_backward. Per block of R query rows of each head of the
+/// group: dP = dout·vᵀ (from transposed values), dS = P (dP - Σ P dP) /√hd kept for the keys,
+/// dq += dS·k. Then per block of J keys, over the rows: dk += dSᵀ q and dv += Pᵀ dout, each row's q
+/// and dout loaded once for J keys.
 template <int NV>
 SPECDEC_TARGET_AVX512 void attention_backward_task(float* dq, float* dk, float* dv, const float* dout, const float* probs,
                                                    const float* q, const float* k, const float* v,
                                                    const AttentionGeometry& g, int b, int kvh) {
     constexpr int J = NV <= 2 ? 4 : NV == 4 ? 2 : 1;  // keys per block: 4 J NV accumulators
+    constexpr int R = kAttentionRows<NV>;
     const int hd = 16 * NV, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
     const std::size_t ds_size = static_cast<std::size_t>(group) * g.Tq * ld;
     float* vt = task_scratch(static_cast<std::size_t>(hd) * ld + ds_size);
@@ -361,27 +422,43 @@ SPECDEC_TARGET_AVX512 void attention_backward_task(float* dq, float* dk, float* 
 
     for (int gi = 0; gi < group; ++gi) {
         const int h = kvh * group + gi;
-        for (int i = 0; i < g.Tq; ++i) {
-            const float* p = probs + ((static_cast<std::size_t>(b) * g.H + h) * g.Tq + i) * g.Tk;
-            const int end = ends[static_cast<std::size_t>(gi) * g.Tq + i] = nonzero_end(p, g.Tk), nvec = (end + 15) / 16;
-            float* dsi = ds + (static_cast<std::size_t>(gi) * g.Tq + i) * ld;
-            std::fill(dsi + 16 * nvec, dsi + ld, 0.0f);
-            if (end == 0) continue;
-            const std::size_t q_off = (static_cast<std::size_t>(b) * g.Tq + i) * g.q_row + static_cast<std::size_t>(h) * hd;
-            scores_row(dsi, dout + q_off, vt, ld, hd, nvec);  // dP
-            __m512 dot = _mm512_setzero_ps();
-            for (int c = 0; c < nvec; ++c) {
-                const __mmask16 m = tail_mask16(end - 16 * c);
-                dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + 16 * c), _mm512_maskz_loadu_ps(m, dsi + 16 * c), dot);
+        for (int i0 = 0; i0 < g.Tq; i0 += R) {
+            const int rows = std::min(R, g.Tq - i0);
+            int block_end = 0;
+            for (int r = 0; r < rows; ++r) {
+                const float* p = probs + ((static_cast<std::size_t>(b) * g.H + h) * g.Tq + i0 + r) * g.Tk;
+                block_end = std::max(block_end, ends[static_cast<std::size_t>(gi) * g.Tq + i0 + r] = nonzero_end(p, g.Tk));
             }
-            const __m512 dot_sum = _mm512_set1_ps(_mm512_reduce_add_ps(dot)), sc = _mm512_set1_ps(scale);
-            for (int c = 0; c < nvec; ++c) {
-                const __mmask16 m = tail_mask16(end - 16 * c);
-                const __m512 pv = _mm512_maskz_loadu_ps(m, p + 16 * c);
-                const __m512 d = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(dsi + 16 * c), dot_sum)), sc);
-                _mm512_storeu_ps(dsi + 16 * c, _mm512_maskz_mov_ps(m, d));
+            const int block_vecs = (block_end + 15) / 16;
+            const std::size_t q_off = (static_cast<std::size_t>(b) * g.Tq + i0) * g.q_row + static_cast<std::size_t>(h) * hd;
+            float* dsb = ds + (static_cast<std::size_t>(gi) * g.Tq + i0) * ld;  // the block's rows of dS
+            if (rows == R) scores_rows<R>(dsb, dout + q_off, g.q_row, vt, ld, hd, block_vecs);  // dP
+            else
+                for (int r = 0; r < rows; ++r)
+                    scores_rows<1>(dsb + offset(r, ld), dout + q_off + r * g.q_row, g.q_row, vt, ld, hd, block_vecs);
+            for (int r = 0; r < rows; ++r) {
+                const int end = ends[static_cast<std::size_t>(gi) * g.Tq + i0 + r], nvec = (end + 15) / 16;
+                const float* p = probs + ((static_cast<std::size_t>(b) * g.H + h) * g.Tq + i0 + r) * g.Tk;
+                float* dsi = dsb + offset(r, ld);
+                std::fill(dsi + 16 * nvec, dsi + ld, 0.0f);
+                __m512 dot = _mm512_setzero_ps();
+                for (int c = 0; c < nvec; ++c) {
+                    const __mmask16 m = tail_mask16(end - 16 * c);
+                    dot = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, p + 16 * c), _mm512_maskz_loadu_ps(m, dsi + 16 * c), dot);
+                }
+                const __m512 dot_sum = _mm512_set1_ps(_mm512_reduce_add_ps(dot)), sc = _mm512_set1_ps(scale);
+                for (int c = 0; c < nvec; ++c) {
+                    const __mmask16 m = tail_mask16(end - 16 * c);
+                    const __m512 pv = _mm512_maskz_loadu_ps(m, p + 16 * c);
+                    const __m512 d = _mm512_mul_ps(_mm512_mul_ps(pv, _mm512_sub_ps(_mm512_loadu_ps(dsi + 16 * c), dot_sum)), sc);
+                    _mm512_storeu_ps(dsi + 16 * c, _mm512_maskz_mov_ps(m, d));
+                }
             }
-            weighted_rows<NV>(dq + q_off, dsi, k + kv_off, g.kv_row, end);
+            if (rows == R) weighted_rows<R, NV>(dq + q_off, g.q_row, dsb, ld, k + kv_off, g.kv_row, block_end);
+            else
+                for (int r = 0; r < rows; ++r)
+                    weighted_rows<1, NV>(dq + q_off + r * g.q_row, g.q_row, dsb + offset(r, ld), ld, k + kv_off, g.kv_row,
+                                         ends[static_cast<std::size_t>(gi) * g.Tq + i0 + r]);
         }
     }
 

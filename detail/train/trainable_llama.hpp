@@ -89,8 +89,8 @@ public:
     const Weights& grads() const { return grads_; }
 
     void zero_grad() {
-        for_each_tensor(grads_, cfg_, [](const std::string&, std::vector<float>& t, std::size_t) {
-            std::fill(t.begin(), t.end(), 0.0f);
+        for_each_tensor(grads_, cfg_, [&](const std::string&, std::vector<float>& t, std::size_t) {
+            detail::fill(*pool_, t, 0.0f);
         });
     }
 
@@ -123,8 +123,8 @@ public:
         keep_hidden(cfg_.num_hidden_layers, final_);
         linear_forward(*pool_, logits_.data(), final_.data(), params_.output_matrix().data(), N, D, cfg_.vocab_size,
                        fast_);
-        std::fill(dlogits_.begin(), dlogits_.end(), 0.0f);
-        for (auto& d : dhidden_) std::fill(d.begin(), d.end(), 0.0f);
+        detail::fill(*pool_, dlogits_, 0.0f);
+        for (auto& d : dhidden_) detail::fill(*pool_, d, 0.0f);
     }
 
     int batch_size() const { return B_; }
@@ -156,11 +156,11 @@ public:
     void backward() {
         const int N = rows(), D = cfg_.hidden_size, L = cfg_.num_hidden_layers;
         std::vector<float>& dout_matrix = cfg_.tie_word_embeddings ? grads_.embed : grads_.lm_head;
-        std::fill(dfinal_.begin(), dfinal_.end(), 0.0f);
+        detail::fill(*pool_, dfinal_, 0.0f);
         linear_backward(*pool_, dfinal_.data(), dout_matrix.data(), dlogits_.data(), final_.data(),
                         params_.output_matrix().data(), N, D, cfg_.vocab_size, scratch_, fast_);
         add_dhidden(L, dfinal_);
-        std::fill(dres_.begin(), dres_.end(), 0.0f);
+        detail::fill(*pool_, dres_, 0.0f);
         rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
                          params_.norm.data(), final_rstd_.data(), N, D, fast_);
         for (int l = L - 1; l >= 0; --l) {
@@ -304,14 +304,14 @@ private:
         rope_forward(*pool_, a.k.data(), rope_, N, Hkv, hd, fast_);
         attention_forward(*pool_, a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), attention_shape(),
                           AttentionMask{mask_.data(), mask_per_sequence_}, fast_);
-        std::copy(x, x + a.x_mid.size(), a.x_mid.begin());  // the residual; o_proj adds into it
+        detail::copy(*pool_, a.x_mid.data(), x, a.x_mid.size());  // the residual; o_proj adds into it
         linear_forward_add(*pool_, a.x_mid.data(), a.att.data(), w.wo.data(), N, qd, D, fast_);
 
         rmsnorm_forward(*pool_, a.mlp_in.data(), a.mlp_rstd.data(), a.x_mid.data(), w.mlp_norm.data(), N, D, eps, fast_);
         linear_forward(*pool_, a.gate.data(), a.mlp_in.data(), w.w_gate.data(), N, D, F, fast_);
         linear_forward(*pool_, a.up.data(), a.mlp_in.data(), w.w_up.data(), N, D, F, fast_);
         swiglu_forward(*pool_, a.act.data(), a.gate.data(), a.up.data(), N, F, fast_);
-        std::copy(a.x_mid.begin(), a.x_mid.end(), out);  // the residual; down_proj adds into it
+        detail::copy(*pool_, out, a.x_mid.data(), a.x_mid.size());  // the residual; down_proj adds into it
         linear_forward_add(*pool_, out, a.act.data(), w.w_down.data(), N, F, D, fast_);
     }
 
@@ -338,13 +338,13 @@ private:
         const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, qd = H * hd, kvd = cfg_.kv_dim();
 
         // MLP branch: dres_ becomes d(x_mid).
-        std::fill(d_act_.begin(), d_act_.end(), 0.0f);
+        detail::fill(*pool_, d_act_, 0.0f);
         linear_backward(*pool_, d_act_.data(), g.w_down.data(), dres_.data(), a.act.data(), w.w_down.data(), N, F, D,
                         scratch_, fast_);
-        std::fill(d_gate_.begin(), d_gate_.end(), 0.0f);
-        std::fill(d_up_.begin(), d_up_.end(), 0.0f);
+        detail::fill(*pool_, d_gate_, 0.0f);
+        detail::fill(*pool_, d_up_, 0.0f);
         swiglu_backward(*pool_, d_gate_.data(), d_up_.data(), d_act_.data(), a.gate.data(), a.up.data(), N, F, fast_);
-        std::fill(d_norm_in_.begin(), d_norm_in_.end(), 0.0f);
+        detail::fill(*pool_, d_norm_in_, 0.0f);
         linear_backward(*pool_, d_norm_in_.data(), g.w_gate.data(), d_gate_.data(), a.mlp_in.data(), w.w_gate.data(), N,
                         D, F, scratch_, fast_);
         linear_backward(*pool_, d_norm_in_.data(), g.w_up.data(), d_up_.data(), a.mlp_in.data(), w.w_up.data(), N, D, F,
@@ -353,17 +353,17 @@ private:
                          a.mlp_rstd.data(), N, D, fast_);
 
         // Attention branch: dres_ becomes d(resid_[l]).
-        std::fill(d_att_.begin(), d_att_.end(), 0.0f);
+        detail::fill(*pool_, d_att_, 0.0f);
         linear_backward(*pool_, d_att_.data(), g.wo.data(), dres_.data(), a.att.data(), w.wo.data(), N, qd, D,
                         scratch_, fast_);
-        std::fill(dq_.begin(), dq_.end(), 0.0f);
-        std::fill(dk_.begin(), dk_.end(), 0.0f);
-        std::fill(dv_.begin(), dv_.end(), 0.0f);
+        detail::fill(*pool_, dq_, 0.0f);
+        detail::fill(*pool_, dk_, 0.0f);
+        detail::fill(*pool_, dv_, 0.0f);
         attention_backward(*pool_, dq_.data(), dk_.data(), dv_.data(), d_att_.data(), a.probs.data(), a.q.data(),
                            a.k.data(), a.v.data(), attention_shape(), fast_);
         rope_backward(*pool_, dq_.data(), rope_, N, H, hd, fast_);
         rope_backward(*pool_, dk_.data(), rope_, N, Hkv, hd, fast_);
-        std::fill(d_norm_in_.begin(), d_norm_in_.end(), 0.0f);
+        detail::fill(*pool_, d_norm_in_, 0.0f);
         linear_backward(*pool_, d_norm_in_.data(), g.wq.data(), dq_.data(), a.attn_in.data(), w.wq.data(), N, D, qd,
                         scratch_, fast_);
         linear_backward(*pool_, d_norm_in_.data(), g.wk.data(), dk_.data(), a.attn_in.data(), w.wk.data(), N, D, kvd,
@@ -378,7 +378,7 @@ private:
     /// rows hand their gradient to the caller.
     void embed_backward() {
         const int N = rows(), D = cfg_.hidden_size;
-        embedding_backward(grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
+        embedding_backward(*pool_, grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
         for (int i = 0; i < N; ++i)
             if (tokens_[i] == kEmbeddingInput)
                 std::copy_n(dres_.data() + static_cast<std::size_t>(i) * D, D,
@@ -427,5 +427,22 @@ private:
     std::vector<float> d_act_, d_gate_, d_up_;    // (N, F)
     LinearScratch<float> scratch_;
 };
+
+// ---------------------------------------------------------------------------------------------------
+// Model FLOPs
+
+/// FLOPs per token of a forward over windows of T tokens under a causal mask, counting the matrix
+/// products only: 2 per weight of every product (the LM head included; an untied embedding table is
+/// gathered, not multiplied) and, per layer, 4·H·hd per visible key for the scores and the weighted
+/// values, (T + 1) / 2 keys on average. A training step costs three times this (the backward does
+/// two products per forward product): the 6N + attention of model FLOPs utilisation (PaLM, App. B,
+/// whose attention term counts all T keys; here only the keys a causal mask leaves).
+inline double forward_flops_per_token(const Config& c, int T) {
+    const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, L = c.num_hidden_layers;
+    const double q = static_cast<double>(c.num_attention_heads) * c.head_dim(), kv = c.kv_dim();
+    const double weights = L * (D * q + 2 * D * kv + q * D + 3 * D * F) + V * D;
+    const double attention = L * 4.0 * q * (T + 1) / 2.0;
+    return 2.0 * weights + attention;
+}
 
 }  // namespace specdec::train

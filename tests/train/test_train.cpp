@@ -76,7 +76,7 @@ TEST_CASE("embedding backward scatters gradients into the rows of the tokens use
         return dot(out, c);
     };
     std::vector<double> grad(V * D, 0.0);
-    embedding_backward(grad.data(), c.data(), tokens.data(), N, D);
+    embedding_backward(pool, grad.data(), c.data(), tokens.data(), N, D);
     check_gradient(embed, grad, loss, "embed");
 }
 
@@ -590,7 +590,7 @@ double train_steps(TrainableLlama& model, const TokenFile& file, int steps, int 
         model.forward(ModelInput{.B = B, .T = T, .tokens = w.inputs});
         loss = model.cross_entropy(w.targets);
         model.backward();
-        clip_grad_norm(model.grads(), model.config(), 1.0);
+        clip_grad_norm(model.pool(), model.grads(), model.config(), 1.0);
         opt.step(model.pool(), model.params(), model.grads(), schedule.at(step));
     }
     return loss;

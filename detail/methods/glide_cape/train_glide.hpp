@@ -133,8 +133,8 @@ public:
     const GlideParams<Real>& grads() const { return grads_; }
 
     void zero_grad() {
-        for_each_tensor(grads_, cfg_, [](const std::string&, std::vector<Real>& t, const auto&) {
-            std::fill(t.begin(), t.end(), Real(0));
+        for_each_tensor(grads_, cfg_, [&](const std::string&, std::vector<Real>& t, const auto&) {
+            detail::fill(*pool_, t, Real(0));
         });
     }
 
@@ -153,7 +153,7 @@ public:
         rmsnorm_forward(*pool_, final_.data(), final_rstd_.data(), resid_.back().data(), params_.norm.data(), N, D,
                         c.rms_norm_eps);
         linear_forward(*pool_, logits_.data(), final_.data(), params_.output_matrix().data(), N, D, c.vocab_size);
-        std::fill(dlogits_.begin(), dlogits_.end(), Real(0));
+        detail::fill(*pool_, dlogits_, Real(0));
     }
 
     /// Mean next-token cross-entropy against targets (B, T), added into dlogits with `weight`.
@@ -171,14 +171,14 @@ public:
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size;
         std::vector<Real>& dout_matrix = c.tie_word_embeddings ? grads_.embed : grads_.lm_head;
-        std::fill(dfinal_.begin(), dfinal_.end(), Real(0));
+        detail::fill(*pool_, dfinal_, Real(0));
         linear_backward(*pool_, dfinal_.data(), dout_matrix.data(), dlogits_.data(), final_.data(),
                         params_.output_matrix().data(), N, D, c.vocab_size, scratch_);
-        std::fill(dres_.begin(), dres_.end(), Real(0));
+        detail::fill(*pool_, dres_, Real(0));
         rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
                          params_.norm.data(), final_rstd_.data(), N, D);
         for (int m = c.num_hidden_layers - 1; m >= 0; --m) layer_backward(m);
-        embedding_backward(grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
+        embedding_backward(*pool_, grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
     }
 
 private:
@@ -298,7 +298,7 @@ private:
         rope_forward(*pool_, a.k.data(), self_rope_, N, Hkv, hd);
         attention_forward(*pool_, a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), self_shape(),
                           AttentionMask{self_mask_.data()});
-        std::copy(x, x + a.x_attn.size(), a.x_attn.begin());  // the residual; o_proj adds into it
+        detail::copy(*pool_, a.x_attn.data(), x, a.x_attn.size());  // the residual; o_proj adds into it
         linear_forward_add(*pool_, a.x_attn.data(), a.att.data(), w.wo.data(), N, qd, D);
 
         // Cross-attention (GLIDE §4.1): queries at the drafter's positions, rotated like the target's
@@ -310,7 +310,7 @@ private:
             rope_forward(*pool_, a.cq.data(), cross_rope_, N, cfg_.glide_cross_heads, cfg_.glide_cross_head_dim);
             attention_forward(*pool_, a.catt.data(), a.cprobs.data(), a.cq.data(), target_->k[m].data(),
                               target_->v[m].data(), cross_shape(), AttentionMask{cross_mask_.data()});
-            a.x_cross = a.x_attn;  // the residual; the cross o_proj adds into it
+            detail::copy(*pool_, a.x_cross.data(), a.x_attn.data(), a.x_attn.size());  // the residual; the cross o_proj adds into it
             linear_forward_add(*pool_, a.x_cross.data(), a.catt.data(), w.cross_wo.data(), N, cq, D);
         }
 
@@ -321,7 +321,7 @@ private:
         linear_forward(*pool_, a.gate.data(), a.mlp_in.data(), w.w_gate.data(), N, D, F);
         linear_forward(*pool_, a.up.data(), a.mlp_in.data(), w.w_up.data(), N, D, F);
         swiglu_forward(*pool_, a.act.data(), a.gate.data(), a.up.data(), N, F);
-        std::copy(h, h + static_cast<std::size_t>(N) * D, out);  // the residual; down_proj adds into it
+        detail::copy(*pool_, out, h, static_cast<std::size_t>(N) * D);  // the residual; down_proj adds into it
         linear_forward_add(*pool_, out, a.act.data(), w.w_down.data(), N, F, D);
     }
 
@@ -334,7 +334,7 @@ private:
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size, F = c.intermediate_size, hd = c.head_dim();
         const int H = c.num_attention_heads, Hkv = c.num_key_value_heads, qd = H * hd, kvd = c.kv_dim();
-        const auto zero = [](std::vector<Real>& v) { std::fill(v.begin(), v.end(), Real(0)); };
+        const auto zero = [&](std::vector<Real>& v) { detail::fill(*pool_, v, Real(0)); };
 
         // SwiGLU branch: dres_ becomes d(FFN input).
         zero(d_act_);
