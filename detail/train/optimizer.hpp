@@ -178,6 +178,24 @@ public:
     int t() const { return t_; }
     const AdamWOptions& options() const { return opt_; }
 
+    /// The first and second moments, shaped like the parameters: with them, the parameters and t(),
+    /// a run saved between steps continues bit for bit (io/train_state.hpp).
+    const Tensors& first_moment() const { return m_; }
+    const Tensors& second_moment() const { return v_; }
+
+    /// Continues from a saved state: moments shaped like the parameters, `t` steps taken.
+    void restore(Tensors m, Tensors v, int t) {
+        const auto sizes = [&](const Tensors& set) {
+            std::vector<std::size_t> n;
+            for_each_tensor(set, cfg_, [&](const std::string&, const std::vector<float>& x, const auto&) { n.push_back(x.size()); });
+            return n;
+        };
+        detail::require(sizes(m) == sizes(m_) && sizes(v) == sizes(v_) && t >= 0, "train", [&] {
+            return "AdamW::restore: moments not shaped like this optimizer's parameters, or t = " + std::to_string(t) + " < 0";
+        });
+        m_ = std::move(m), v_ = std::move(v), t_ = t;
+    }
+
 private:
     struct Slot {
         float* p;
