@@ -187,10 +187,10 @@ void log_rates(json::Object& log, const RunRecord& run, int steps, int B, int T,
     log.set("threads", threads);
 }
 
-/// The f32 FMA ceiling of this machine's `pool` right now (best of 30 passes of ~3 ms each). A run
-/// measures it at the start and at every held-out evaluation and keeps the best: on a shared machine
-/// a single measurement can find one core busy and halve the ceiling, doubling the utilisation.
-double fma_ceiling(ThreadPool& pool) { return bench::peak_rate(pool, bench::fma_best); }
+/// The f32 FMA ceiling of `pool`'s threads right now (ceilings.hpp). A run measures it at the start
+/// and at every held-out evaluation and keeps the best: on a shared machine one measurement can find
+/// the cores busy, lower the ceiling and raise the utilisation.
+double fma_ceiling(ThreadPool& pool) { return bench::fma_ceiling(pool); }
 
 int make_model(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, tokenizer and data.
@@ -251,10 +251,8 @@ int make_model(const std::string& name, const RunOptions& options) {
         const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
         if (teacher) {  // the teacher's distribution for every position of the batch
             teacher->forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
-            const auto z = teacher->logits();
-            teacher_probs.assign(z.begin(), z.end());
-            for (std::size_t r = 0; r < teacher_probs.size() / cfg.vocab_size; ++r)
-                softmax(std::span<float>(teacher_probs).subspan(r * cfg.vocab_size, cfg.vocab_size));
+            teacher_probs.resize(teacher->logits().size());
+            softmax_rows(pool, teacher_probs.data(), teacher->logits().data(), B * T, cfg.vocab_size);
         }
         model.zero_grad();
         model.forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
@@ -415,9 +413,12 @@ int make_glide(const std::string& name, const RunOptions& options) {
     log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
     std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
     std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, block mask, bf16 checkpoint; float32 before "
-                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, wrote %s\n",
+                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, training steps at %.0f "
+                "tokens/s = %.1f%% of the FMA ceiling, wrote %s\n",
                 name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, first_eval.perplexity,
-                seconds, dir.string().c_str());
+                seconds, double(steps) * B * T / run.step_seconds,
+                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
+                dir.string().c_str());
     return 0;
 }
 

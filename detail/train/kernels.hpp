@@ -145,6 +145,81 @@ SPECDEC_TARGET_AVX512 inline double softmax_grad_row_avx512(float* dz, const flo
     return double(top) + std::log(double(total));
 }
 
+/// Cephes' logf over 16 lanes, x > 0 (x = 0 gives -inf): x = m 2^e with m in [√½, √2), log(1 + (m - 1))
+/// by its degree-9 polynomial, e ln 2 in two parts; within a few ulp of logf.
+SPECDEC_TARGET_AVX512 inline __m512 log16(__m512 x) {
+    __m512 e = _mm512_add_ps(_mm512_getexp_ps(x), _mm512_set1_ps(1.0f));  // frexp's exponent: m in [0.5, 1)
+    __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p5_1, _MM_MANT_SIGN_src);
+    const __mmask16 small = _mm512_cmp_ps_mask(m, _mm512_set1_ps(0.707106781186547524f), _CMP_LT_OQ);
+    e = _mm512_mask_sub_ps(e, small, e, _mm512_set1_ps(1.0f));
+    m = _mm512_sub_ps(_mm512_mask_add_ps(m, small, m, m), _mm512_set1_ps(1.0f));
+    constexpr float kP[9] = {7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f, 1.4249322787E-1f,
+                             -1.6668057665E-1f, 2.0000714765E-1f, -2.4999993993E-1f, 3.3333331174E-1f};
+    const __m512 z = _mm512_mul_ps(m, m);
+    __m512 y = _mm512_set1_ps(kP[0]);
+    for (int c = 1; c < 9; ++c) y = _mm512_fmadd_ps(y, m, _mm512_set1_ps(kP[c]));
+    y = _mm512_mul_ps(_mm512_mul_ps(y, m), z);
+    y = _mm512_fmadd_ps(e, _mm512_set1_ps(kExpLn2Lo), y);
+    y = _mm512_fnmadd_ps(z, _mm512_set1_ps(0.5f), y);
+    const __m512 r = _mm512_fmadd_ps(e, _mm512_set1_ps(kExpLn2Hi), _mm512_add_ps(m, y));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_EQ_OQ), r,
+                                _mm512_set1_ps(-std::numeric_limits<float>::infinity()));
+}
+
+/// One row of a loss against a full target distribution p (V) with q = softmax(z): returns
+/// -Σ p log q (+ Σ p log p when `with_entropy`) and adds g ((Σ p) q - p) to dz (layers.hpp's
+/// soft_target_row, vectorised; its sums in float lanes).
+SPECDEC_TARGET_AVX512 inline double soft_target_row_avx512(float* dz, const float* z, const float* p, int V, float g,
+                                                           bool with_entropy) {
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int j = 0; j < V; j += 16) mx = _mm512_mask_max_ps(mx, tail_mask16(V - j), mx, _mm512_maskz_loadu_ps(tail_mask16(V - j), z + j));
+    const float top = _mm512_reduce_max_ps(mx);
+    const __m512 shift = _mm512_set1_ps(top);
+    __m512 sum = _mm512_setzero_ps(), mass = _mm512_setzero_ps(), pz = _mm512_setzero_ps(), plogp = _mm512_setzero_ps();
+    for (int j = 0; j < V; j += 16) {
+        const __mmask16 m = tail_mask16(V - j);
+        const __m512 zv = _mm512_maskz_loadu_ps(m, z + j), pv = _mm512_maskz_loadu_ps(m, p + j);
+        sum = _mm512_add_ps(sum, _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(zv, shift))));
+        mass = _mm512_add_ps(mass, pv);
+        pz = _mm512_fmadd_ps(pv, _mm512_sub_ps(zv, shift), pz);
+        if (with_entropy) {
+            const __mmask16 positive = _mm512_mask_cmp_ps_mask(m, pv, _mm512_setzero_ps(), _CMP_GT_OQ);
+            plogp = _mm512_mask3_fmadd_ps(pv, log16(pv), plogp, positive);
+        }
+    }
+    const double total = _mm512_reduce_add_ps(sum), p_mass = _mm512_reduce_add_ps(mass);
+    const double lse_shifted = std::log(total);  // log Σ exp(z - top)
+    double loss = p_mass * lse_shifted - _mm512_reduce_add_ps(pz);
+    if (with_entropy) loss += _mm512_reduce_add_ps(plogp);
+    const __m512 scale = _mm512_set1_ps(static_cast<float>(g * p_mass / total)), gv = _mm512_set1_ps(g);
+    for (int j = 0; j < V; j += 16) {
+        const __mmask16 m = tail_mask16(V - j);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + j), shift));
+        const __m512 d = _mm512_fmsub_ps(e, scale, _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(m, p + j)));
+        _mm512_mask_storeu_ps(dz + j, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, dz + j), d));
+    }
+    return loss;
+}
+
+/// probs = softmax(z) over one row of V: exp16 of the shifted row, then scaled by 1/Σ.
+SPECDEC_TARGET_AVX512 inline void softmax_row_avx512(float* probs, const float* z, int V) {
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int j = 0; j < V; j += 16) mx = _mm512_mask_max_ps(mx, tail_mask16(V - j), mx, _mm512_maskz_loadu_ps(tail_mask16(V - j), z + j));
+    const __m512 shift = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    __m512 sum = _mm512_setzero_ps();
+    for (int j = 0; j < V; j += 16) {
+        const __mmask16 m = tail_mask16(V - j);
+        const __m512 e = _mm512_maskz_mov_ps(m, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, z + j), shift)));
+        _mm512_mask_storeu_ps(probs + j, m, e);
+        sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
+    for (int j = 0; j < V; j += 16) {
+        const __mmask16 m = tail_mask16(V - j);
+        _mm512_mask_storeu_ps(probs + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, probs + j), inv));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------
 // AdamW
 
@@ -237,10 +312,11 @@ SPECDEC_TARGET_AVX512 void scores_rows(float* s, const float* x, std::size_t x_s
 }
 
 /// out_r (NV vectors, rows `out_stride` apart) += Σ_{j < n} w_r[j] · rows[j * stride] for R rows of
-/// weights w (ld apart): each row of `rows` (a value or key row) loaded once for the R outputs.
+/// weights w (ld apart): each row of `rows` (a value or key row) loaded once for the R outputs. `last`
+/// masks the last vector (a head size that is not a multiple of 16).
 template <int R, int NV>
 SPECDEC_TARGET_AVX512 void weighted_rows(float* out, std::size_t out_stride, const float* w, int ld, const float* rows,
-                                         std::size_t stride, int n) {
+                                         std::size_t stride, int n, __mmask16 last) {
     __m512 acc[R][NV];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
@@ -249,7 +325,7 @@ SPECDEC_TARGET_AVX512 void weighted_rows(float* out, std::size_t out_stride, con
     for (int j = 0; j < n; ++j) {
         __m512 x[NV];
 #pragma GCC unroll 8
-        for (int c = 0; c < NV; ++c) x[c] = _mm512_loadu_ps(rows + j * stride + 16 * c);
+        for (int c = 0; c < NV; ++c) x[c] = _mm512_maskz_loadu_ps(c + 1 < NV ? 0xFFFF : last, rows + j * stride + 16 * c);
 #pragma GCC unroll 4
         for (int r = 0; r < R; ++r) {
             const __m512 wj = _mm512_set1_ps(w[offset(r, ld) + j]);
@@ -262,7 +338,8 @@ SPECDEC_TARGET_AVX512 void weighted_rows(float* out, std::size_t out_stride, con
 #pragma GCC unroll 8
         for (int c = 0; c < NV; ++c) {
             float* o = out + r * out_stride + 16 * c;
-            _mm512_storeu_ps(o, _mm512_add_ps(_mm512_loadu_ps(o), acc[r][c]));
+            const __mmask16 lanes = c + 1 < NV ? 0xFFFF : last;
+            _mm512_mask_storeu_ps(o, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, o), acc[r][c]));
         }
 }
 
@@ -300,7 +377,8 @@ template <int NV>
 SPECDEC_TARGET_AVX512 void attention_forward_task(float* out, float* probs, const float* q, const float* k,
                                                   const float* v, const AttentionGeometry& g, int b, int kvh) {
     constexpr int R = kAttentionRows<NV>;
-    const int hd = 16 * NV, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
+    const int hd = g.hd, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
+    const __mmask16 last = tail_mask16(hd - 16 * (NV - 1));
     float* kt = task_scratch(static_cast<std::size_t>(hd) * ld + static_cast<std::size_t>(R) * ld);
     float* s = kt + static_cast<std::size_t>(hd) * ld;  // (R, ld) the block's scores, then probabilities
     const std::size_t kv_off = static_cast<std::size_t>(b) * g.Tk * g.kv_row + static_cast<std::size_t>(kvh) * hd;
@@ -349,10 +427,10 @@ SPECDEC_TARGET_AVX512 void attention_forward_task(float* out, float* probs, cons
                     _mm512_mask_storeu_ps(p + 16 * c, tail_mask16(end - 16 * c), pr);
                 }
             }
-            if (rows == R) weighted_rows<R, NV>(out + q_off, g.q_row, s, ld, v + kv_off, g.kv_row, block_end);
+            if (rows == R) weighted_rows<R, NV>(out + q_off, g.q_row, s, ld, v + kv_off, g.kv_row, block_end, last);
             else
                 for (int r = 0; r < rows; ++r)
-                    weighted_rows<1, NV>(out + q_off + r * g.q_row, g.q_row, s + offset(r, ld), ld, v + kv_off, g.kv_row, ends[r]);
+                    weighted_rows<1, NV>(out + q_off + r * g.q_row, g.q_row, s + offset(r, ld), ld, v + kv_off, g.kv_row, ends[r], last);
         }
 }
 
@@ -362,7 +440,8 @@ template <int NV, int JB>
 SPECDEC_TARGET_AVX512 void attention_key_block(float* dk, float* dv, const float* dout, const float* probs, const float* q,
                                                const float* ds, const int* ends, const AttentionGeometry& g, int b,
                                                int kvh, int j0) {
-    const int hd = 16 * NV, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
+    const int hd = g.hd, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
+    const __mmask16 last = tail_mask16(hd - 16 * (NV - 1));
     const std::size_t kv_off = static_cast<std::size_t>(b) * g.Tk * g.kv_row + static_cast<std::size_t>(kvh) * hd;
     __m512 acc_k[JB][NV], acc_v[JB][NV];
 #pragma GCC unroll 4
@@ -378,7 +457,10 @@ SPECDEC_TARGET_AVX512 void attention_key_block(float* dk, float* dv, const float
             const float* dsi = ds + (static_cast<std::size_t>(gi) * g.Tq + i) * ld + j0;
             __m512 qv[NV], gv[NV];
 #pragma GCC unroll 8
-            for (int c = 0; c < NV; ++c) qv[c] = _mm512_loadu_ps(q + q_off + 16 * c), gv[c] = _mm512_loadu_ps(dout + q_off + 16 * c);
+            for (int c = 0; c < NV; ++c) {
+                const __mmask16 lanes = c + 1 < NV ? 0xFFFF : last;
+                qv[c] = _mm512_maskz_loadu_ps(lanes, q + q_off + 16 * c), gv[c] = _mm512_maskz_loadu_ps(lanes, dout + q_off + 16 * c);
+            }
 #pragma GCC unroll 4
             for (int t = 0; t < JB; ++t) {
                 const __m512 dst = _mm512_set1_ps(dsi[t]), pt = _mm512_set1_ps(p[t]);
@@ -396,8 +478,9 @@ SPECDEC_TARGET_AVX512 void attention_key_block(float* dk, float* dv, const float
         for (int c = 0; c < NV; ++c) {
             float* dkr = dk + kv_off + (j0 + t) * g.kv_row + 16 * c;
             float* dvr = dv + kv_off + (j0 + t) * g.kv_row + 16 * c;
-            _mm512_storeu_ps(dkr, _mm512_add_ps(_mm512_loadu_ps(dkr), acc_k[t][c]));
-            _mm512_storeu_ps(dvr, _mm512_add_ps(_mm512_loadu_ps(dvr), acc_v[t][c]));
+            const __mmask16 lanes = c + 1 < NV ? 0xFFFF : last;
+            _mm512_mask_storeu_ps(dkr, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, dkr), acc_k[t][c]));
+            _mm512_mask_storeu_ps(dvr, lanes, _mm512_add_ps(_mm512_maskz_loadu_ps(lanes, dvr), acc_v[t][c]));
         }
 }
 
@@ -409,9 +492,10 @@ template <int NV>
 SPECDEC_TARGET_AVX512 void attention_backward_task(float* dq, float* dk, float* dv, const float* dout, const float* probs,
                                                    const float* q, const float* k, const float* v,
                                                    const AttentionGeometry& g, int b, int kvh) {
-    constexpr int J = NV <= 2 ? 4 : NV == 4 ? 2 : 1;  // keys per block: 4 J NV accumulators
+    constexpr int J = NV <= 2 ? 4 : NV <= 4 ? 2 : 1;  // keys per block: 2 J NV accumulators
     constexpr int R = kAttentionRows<NV>;
-    const int hd = 16 * NV, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
+    const int hd = g.hd, group = g.H / g.Hkv, ld = (g.Tk + 15) / 16 * 16;
+    const __mmask16 last = tail_mask16(hd - 16 * (NV - 1));
     const std::size_t ds_size = static_cast<std::size_t>(group) * g.Tq * ld;
     float* vt = task_scratch(static_cast<std::size_t>(hd) * ld + ds_size);
     float* ds = vt + static_cast<std::size_t>(hd) * ld;  // (group, Tq, ld)
@@ -454,11 +538,11 @@ SPECDEC_TARGET_AVX512 void attention_backward_task(float* dq, float* dk, float* 
                     _mm512_storeu_ps(dsi + 16 * c, _mm512_maskz_mov_ps(m, d));
                 }
             }
-            if (rows == R) weighted_rows<R, NV>(dq + q_off, g.q_row, dsb, ld, k + kv_off, g.kv_row, block_end);
+            if (rows == R) weighted_rows<R, NV>(dq + q_off, g.q_row, dsb, ld, k + kv_off, g.kv_row, block_end, last);
             else
                 for (int r = 0; r < rows; ++r)
                     weighted_rows<1, NV>(dq + q_off + r * g.q_row, g.q_row, dsb + offset(r, ld), ld, k + kv_off, g.kv_row,
-                                         ends[static_cast<std::size_t>(gi) * g.Tq + i0 + r]);
+                                         ends[static_cast<std::size_t>(gi) * g.Tq + i0 + r], last);
         }
     }
 
@@ -470,18 +554,21 @@ SPECDEC_TARGET_AVX512 void attention_backward_task(float* dq, float* dk, float* 
 #pragma GCC diagnostic pop
 #endif  // __x86_64__
 
-/// Whether attention_forward/backward_avx512 serve this head size (a whole number of vectors, ≤ 128).
-inline bool attention_kernels_serve(int hd) {
-    return train_kernels_available() && (hd == 16 || hd == 32 || hd == 64 || hd == 128);
-}
+/// Whether attention_forward/backward_avx512 serve this head size: up to 8 vectors, the last one masked.
+inline bool attention_kernels_serve(int hd) { return train_kernels_available() && hd > 0 && hd <= 128; }
 
 #if defined(__x86_64__)
+/// task(NV) with NV = the head's vectors of 16, as a compile-time constant.
 template <class Task>
 void for_head_size(int hd, Task&& task) {
-    switch (hd) {
-        case 16: return task(std::integral_constant<int, 1>{});
-        case 32: return task(std::integral_constant<int, 2>{});
-        case 64: return task(std::integral_constant<int, 4>{});
+    switch ((hd + 15) / 16) {
+        case 1: return task(std::integral_constant<int, 1>{});
+        case 2: return task(std::integral_constant<int, 2>{});
+        case 3: return task(std::integral_constant<int, 3>{});
+        case 4: return task(std::integral_constant<int, 4>{});
+        case 5: return task(std::integral_constant<int, 5>{});
+        case 6: return task(std::integral_constant<int, 6>{});
+        case 7: return task(std::integral_constant<int, 7>{});
         default: return task(std::integral_constant<int, 8>{});
     }
 }

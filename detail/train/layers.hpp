@@ -640,9 +640,19 @@ detail::RowLoss soft_target_row(T* dz, const T* z, const float* p, int V, double
 
 template <class T>
 double soft_target_loss(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
-                        double weight, const std::uint8_t* row_mask, bool with_entropy) {
+                        double weight, const std::uint8_t* row_mask, bool with_entropy, bool fast = true) {
     const int n = detail::count_rows(row_mask, N);
     const double g = n == 0 ? 0.0 : weight / n;
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::train_kernels_available())
+            return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
+                if (row_mask != nullptr && !row_mask[r]) return {};
+                const std::size_t off = static_cast<std::size_t>(r) * V;
+                return {true, detail::soft_target_row_avx512(dlogits + off, logits + off, target_probs + off, V,
+                                                             static_cast<float>(g), with_entropy)};
+            });
+#endif
     return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
         if (row_mask != nullptr && !row_mask[r]) return {};
         const std::size_t off = static_cast<std::size_t>(r) * V;
@@ -655,8 +665,8 @@ double soft_target_loss(ThreadPool& pool, T* dlogits, const T* logits, const flo
 /// dlogits += weight · ((Σp) q - p) / n_counted.
 template <class T>
 double soft_cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
-                          double weight = 1.0, const std::uint8_t* row_mask = nullptr) {
-    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, false);
+                          double weight = 1.0, const std::uint8_t* row_mask = nullptr, bool fast = true) {
+    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, false, fast);
 }
 
 /// Mean over counted rows of KL(p ‖ q) = Σ_j p_j (log p_j - log q_j), p = target_probs (N, V) a full
@@ -664,8 +674,28 @@ double soft_cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const f
 /// Differs from soft_cross_entropy by the target's entropy only; the gradient is the same.
 template <class T>
 double kl_divergence(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
-                     double weight = 1.0, const std::uint8_t* row_mask = nullptr) {
-    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, true);
+                     double weight = 1.0, const std::uint8_t* row_mask = nullptr, bool fast = true) {
+    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, true, fast);
+}
+
+/// probs (N, V) = softmax of each row of logits (N, V): a teacher's distribution for the losses above
+/// (float rows vectorised where AVX-512 runs), rows over the pool.
+template <class T>
+void softmax_rows(ThreadPool& pool, float* probs, const T* logits, int N, int V, bool fast = true) {
+    detail::parallel_rows(pool, N, [&](int r0, int r1) {
+        for (int r = r0; r < r1; ++r) {
+            const std::size_t off = static_cast<std::size_t>(r) * V;
+#if defined(__x86_64__)
+            if constexpr (std::is_same_v<T, float>)
+                if (fast && detail::train_kernels_available()) {
+                    detail::softmax_row_avx512(probs + off, logits + off, V);
+                    continue;
+                }
+#endif
+            const double lse = detail::log_sum_exp(logits + off, V);
+            for (int j = 0; j < V; ++j) probs[off + j] = static_cast<float>(std::exp(double(logits[off + j]) - lse));
+        }
+    });
 }
 
 /// A target distribution kept as its top K entries per row: ids (N, K) distinct token ids and

@@ -338,7 +338,7 @@ TEST_CASE("each loss's gradient matches finite differences of its value", "[trai
 
 namespace {
 
-/// Head size hd: 4 keeps the attention on its plain loops, 16 sends it to the fast kernels too.
+/// Head size hd: 4 (the fast attention kernels with one masked vector) or 16 (one whole vector).
 Config train_config(bool gqa, bool tied, int hd = 4) {
     Config c = test::tiny_config(gqa, /*vocab=*/48);
     c.hidden_size = 4 * hd;
