@@ -257,13 +257,17 @@ private:
 
     void set_positions_and_mask(const ModelInput& in) {
         tokens_.assign(in.tokens.begin(), in.tokens.end());
+        std::vector<int> positions(in.positions.begin(), in.positions.end());
         if (in.positions.empty()) {
-            positions_.resize(tokens_.size());
-            for (std::size_t i = 0; i < positions_.size(); ++i) positions_[i] = static_cast<int>(i % in.T);
-        } else {
-            positions_.assign(in.positions.begin(), in.positions.end());
+            positions.resize(tokens_.size());
+            for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int>(i % in.T);
         }
-        rope_ = rope_table(positions_, cfg_.head_dim(), cfg_.rope_theta);
+        // The table costs a sine and a cosine per row and rotation pair: kept while the positions are
+        // the same (every training step of a run).
+        if (positions != positions_ || rope_.forward.empty()) {
+            positions_ = std::move(positions);
+            rope_ = rope_table(positions_, cfg_.head_dim(), cfg_.rope_theta);
+        }
         if (in.mask.empty()) {
             mask_ = causal_mask(in.T, in.T);
             mask_per_sequence_ = false;
