@@ -24,8 +24,8 @@
 //   kTN: C = A (k, n)ᵀ · B (k, m)   a weight gradient, dW = dyᵀ·x
 
 #include <algorithm>
-#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -1,15 +1,16 @@
 // specdec/detail/train/kernels.hpp — the training layers' steps between products, vectorised: RMSNorm,
-// SwiGLU, cross-entropy rows and attention, forward and backward, for float on AVX-512.
+// SwiGLU, the losses' rows and attention, forward and backward, and AdamW's update, for float on AVX-512.
 // SPDX-License-Identifier: MIT
 #pragma once
 
-// layers.hpp calls these for float where AVX-512 runs (its plain loops are the oracle: tests hold
-// each kernel to them). As libm calls and scalar loops these steps took about half of a training
-// step at the demo target's shape (2 threads, profiled): cross-entropy's exp per logit in double,
-// SwiGLU's exp per activation, attention's dot product per (query, key) pair ending in a horizontal
-// sum. Here exp is exp16 (softmax.hpp, a few ulp from expf), attention scores come 16 keys at a time
-// from a transposed copy of a head's keys, and every reduction runs in a fixed order, so results do
-// not depend on the thread count.
+// layers.hpp and optimizer.hpp call these for float where AVX-512 runs (their plain loops are the
+// oracle: tests hold each kernel to them). As libm calls and scalar loops these steps took about a
+// third of a training step at the demo target's shape (2 threads, profiled), and distillation's KL
+// over the whole vocabulary as much again: exp (and log) per logit in double, SwiGLU's exp per
+// activation, attention's dot product per (query, key) pair ending in a horizontal sum. Here exp is
+// exp16 (softmax.hpp) and log is log16, each a few ulp from libm's float functions; attention takes
+// R query rows at a time against 16 keys per vector from a transposed copy of the head's keys; and
+// every reduction runs in a fixed order, so results do not depend on the thread count.
 //
 // Shape letters as in layers.hpp: N rows, D width, F SwiGLU width, V vocab, B sequences, Tq/Tk query
 // and key rows per sequence, H/Hkv heads, hd head size.

@@ -22,11 +22,10 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <string>
-#include <vector>
-
 #include <span>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "../core/error.hpp"
 #include "../model/matmul.hpp"

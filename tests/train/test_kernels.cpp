@@ -45,9 +45,12 @@ TEST_CASE("gemm computes the three products of a linear layer as the plain loops
     CAPTURE(static_cast<int>(op), accumulate, n, k, m);
     const std::vector<float> A = randn(static_cast<std::size_t>(n) * k, 1), B = randn(static_cast<std::size_t>(k) * m, 2);
     std::vector<float> C = randn(static_cast<std::size_t>(n) * m, 3), expected = C;
+    std::vector<float> via_matmul = C;  // the path of CPUs without AVX-512
     detail::gemm(pool, op, C.data(), A.data(), B.data(), n, k, m, accumulate);
+    detail::gemm_via_matmul(pool, op, via_matmul.data(), A.data(), B.data(), n, k, m, accumulate);
     detail::gemm_reference(op, expected.data(), A.data(), B.data(), n, k, m, accumulate);
     CHECK(worst_relative(C, expected) < 1e-5 * std::sqrt(double(k)));
+    CHECK(worst_relative(via_matmul, expected) < 1e-5 * std::sqrt(double(k)));
 }
 
 TEST_CASE("gemm gives the same bits on one thread and on three", "[train][gemm]") {
