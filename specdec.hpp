@@ -108,6 +108,7 @@
 #include "detail/io/safetensors.hpp"                  // defines: SafetensorsFile, write_safetensors, DType
 #include "detail/io/checkpoint.hpp"                   // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level BPE, HF tokenizer.json)
+#include "detail/io/train_state.hpp"                  // defines: save_train_state, load_train_state (resumable training)
 
 // ---- policies: the generic Proposers, TreeBuilders, Verifier and Acceptors
 #include "detail/policies/next_token.hpp"             // defines: prefill, next_token_logits, next_token_distribution
@@ -118,6 +119,8 @@
 
 // ---- train: training against a frozen target
 #if !defined(SPECDEC_DECODING_ONLY)
+#include "detail/train/gemm.hpp"                      // defines: gemm, gemm_reference (training's three products)
+#include "detail/train/kernels.hpp"                   // defines: the training layers' AVX-512 kernels
 #include "detail/train/layers.hpp"                    // defines: train:: layer forward/backward pairs, losses, AttentionMask
 #include "detail/train/trainable_llama.hpp"           // defines: train::TrainableLlama (forward + hand-written backward)
 #include "detail/train/optimizer.hpp"                 // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm

@@ -14,16 +14,27 @@
 //   ./build/train_demo bigram           models/bigram.json: Max-Gram's fallback table (CS Drafting
 //                                       §3.3), each token's most frequent successor in the training text
 // scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
+//
+// A model or GLIDE run writes its state (parameters, AdamW's moments, the curves so far) to
+// build/checkpoints/<name>/train_state.safetensors every 100 steps (--checkpoint-every N), through a
+// temporary file renamed into place, so Ctrl-C leaves the last one whole; `--resume` continues from it
+// bit for bit (the same weights and losses as a run that was never stopped, given the same thread
+// count and train.json). train_log.json records the rate of the training steps themselves,
+// tokens_per_second, and flops_utilization: model FLOPs per second (6 x the weights in products, plus
+// the causal attention's products; a teacher's forward where one is distilled from) over the best
+// f32 FMA ceiling that examples/bench/ceilings.hpp measured during the run.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
 
+#include "bench/ceilings.hpp"
 #include "specdec.hpp"
 
 using namespace specdec;
@@ -76,10 +87,116 @@ Config config_from(const json::Value& c, int vocab) {
                   .tie_word_embeddings = c.at("tie_word_embeddings").as_bool()};
 }
 
-int make_model(const std::string& name) {
+
+// ---------------------------------------------------------------------------------------------------
+// Checkpoints between steps, and what a run measures
+
+struct RunOptions {
+    bool resume = false;        // continue from build/checkpoints/<name>/ when a state is there
+    int checkpoint_every = 100; // steps between states written
+};
+
+fs::path state_path(const std::string& name) { return fs::path("build/checkpoints") / name / "train_state.safetensors"; }
+
+/// What a run keeps besides its tensors: enough to continue it, and to write its chart and log.
+struct RunRecord {
+    int step = 0;                // steps done
+    double smooth = 0;           // the progress line's smoothed loss
+    double step_seconds = 0;     // time inside training steps (evaluations excluded), all sessions
+    double train_seconds = 0;    // wall time of all sessions
+    double fma_peak = 0;         // the best f32 FMA ceiling a session measured, GFLOP/s
+    Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
+};
+
+json::Value series_json(const Series& s) {
+    json::Array xs(s.xs.begin(), s.xs.end()), ys(s.ys.begin(), s.ys.end());
+    json::Object o;
+    o.set("x", std::move(xs));
+    o.set("y", std::move(ys));
+    return o;
+}
+
+Series series_from(const std::string& name, const json::Value& v) {
+    Series s{name, {}, {}};
+    for (const json::Value& x : v.at("x").as_array()) s.xs.push_back(x.as_double());
+    for (const json::Value& y : v.at("y").as_array()) s.ys.push_back(y.as_double());
+    return s;
+}
+
+/// Writes the run's state; `hp_text` (train.json as read) ties it to its hyperparameters.
+template <class Tensors, class Cfg, class Optimizer>
+void save_run(const std::string& name, const Cfg& cfg, const Tensors& params, const Optimizer& optimizer,
+              const RunRecord& run, const std::string& hp_text) {
+    json::Object r;
+    r.set("train_json", hp_text);
+    r.set("step", run.step);
+    r.set("adamw_t", optimizer.t());
+    r.set("smooth", run.smooth);
+    r.set("step_seconds", run.step_seconds);
+    r.set("train_seconds", run.train_seconds);
+    r.set("fma_peak", run.fma_peak);
+    r.set("train_curve", series_json(run.train_curve));
+    r.set("held_out", series_json(run.held_out));
+    save_train_state(state_path(name), cfg, params, optimizer.first_moment(), optimizer.second_moment(),
+                     json::Value(std::move(r)));
+}
+
+/// With --resume and a state on disk: loads it into params and the optimizer and returns its record;
+/// otherwise a fresh record (step 0).
+template <class Tensors, class Cfg, class Optimizer>
+RunRecord load_run(const std::string& name, const Cfg& cfg, Tensors& params, Optimizer& optimizer,
+                   const std::string& hp_text, const RunOptions& options) {
+    const fs::path path = state_path(name);
+    if (!fs::exists(path)) {
+        if (options.resume) std::printf("%s: no state at %s, starting from step 0\n", name.c_str(), path.string().c_str());
+        return {};
+    }
+    if (!options.resume) {
+        std::printf("%s: starting from step 0 (--resume would continue the run saved at %s)\n", name.c_str(),
+                    path.string().c_str());
+        return {};
+    }
+    Tensors m = optimizer.first_moment(), v = optimizer.second_moment();
+    const json::Value r = load_train_state(path, cfg, params, m, v);
+    detail::require(r.at("train_json").as_string() == hp_text, "train_demo", [&] {
+        return path.string() + " was written under another models/" + name +
+               "/train.json; restore that file, or run without --resume to start over";
+    });
+    optimizer.restore(std::move(m), std::move(v), static_cast<int>(r.at("adamw_t").as_int()));
+    RunRecord run;
+    run.step = static_cast<int>(r.at("step").as_int());
+    run.smooth = r.at("smooth").as_double();
+    run.step_seconds = r.at("step_seconds").as_double();
+    run.train_seconds = r.at("train_seconds").as_double();
+    run.fma_peak = r.at("fma_peak").as_double();
+    run.train_curve = series_from("train", r.at("train_curve"));
+    run.held_out = series_from("held-out", r.at("held_out"));
+    std::printf("%s: resuming at step %d from %s\n", name.c_str(), run.step, path.string().c_str());
+    return run;
+}
+
+/// The rate of the training steps and its share of the FMA ceiling, into a run's log.
+void log_rates(json::Object& log, const RunRecord& run, int steps, int B, int T, double flops_per_token, int threads) {
+    const double tokens_per_second = double(steps) * B * T / run.step_seconds;
+    log.set("train_seconds", run.train_seconds);
+    log.set("train_tokens_per_second", double(steps) * B * T / run.train_seconds);  // evaluations included
+    log.set("tokens_per_second", tokens_per_second);                                // the training steps alone
+    log.set("model_flops_per_token", flops_per_token);
+    log.set("fma_peak_gflops", run.fma_peak);
+    log.set("flops_utilization", tokens_per_second * flops_per_token / (run.fma_peak * 1e9));
+    log.set("threads", threads);
+}
+
+/// The f32 FMA ceiling of `pool`'s threads right now (ceilings.hpp). A run measures it at the start
+/// and at every held-out evaluation and keeps the best: on a shared machine one measurement can find
+/// the cores busy, lower the ceiling and raise the utilisation.
+double fma_ceiling(ThreadPool& pool) { return bench::fma_ceiling(pool); }
+
+int make_model(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, tokenizer and data.
     const fs::path dir = fs::path("models") / name;
-    const json::Value hp = json::parse(read_file(dir / "train.json"), (dir / "train.json").string());
+    const std::string hp_text = read_file(dir / "train.json");
+    const json::Value hp = json::parse(hp_text, (dir / "train.json").string());
     const Tokenizer tok = Tokenizer::load("models/tokenizer.json");
     const Config cfg = config_from(hp.at("config"), tok.vocab_size());
     const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
@@ -111,25 +228,31 @@ int make_model(const std::string& name) {
     std::printf("%s: %zu parameters, %d steps of %d x %d tokens (%.2f epochs of %zu), %d threads%s\n", name.c_str(),
                 n_params, steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), threads,
                 teacher ? (", distilled from " + hp.at("teacher").as_string()).c_str() : "");
+    RunRecord run = load_run(name, cfg, model.params(), optimizer, hp_text, options);
+    run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+    // Model FLOPs per token: the student's forward and backward, and the teacher's forward.
+    const double flops_per_token =
+        3.0 * forward_flops_per_token(cfg, T) + (teacher ? forward_flops_per_token(teacher->config(), T) : 0.0);
 
-    // Step 3: the loop.
+    // Step 3: the loop, from the step the run is at.
     const int eval_every = std::max(1, steps / 20), eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
-    Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
     std::vector<float> teacher_probs;
-    ProgressLine progress(std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10});
-    double smooth = 0;
-    for (int step = 0; step < steps; ++step) {
+    ProgressLine progress(std::cerr, steps,
+                          ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10, .first_step = run.step});
+    const double seconds_before = run.train_seconds;
+    const int first_step = run.step;
+    for (int step = run.step; step < steps; ++step) {
         if (step % eval_every == 0) {
             const EvalResult e = evaluate(model, test_file, test_range, T, eval_windows, B);
-            held_out.xs.push_back(step), held_out.ys.push_back(e.loss);
+            run.held_out.xs.push_back(step), run.held_out.ys.push_back(e.loss);
+            run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
         }
+        const auto t0 = std::chrono::steady_clock::now();
         const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
         if (teacher) {  // the teacher's distribution for every position of the batch
             teacher->forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
-            const auto z = teacher->logits();
-            teacher_probs.assign(z.begin(), z.end());
-            for (std::size_t r = 0; r < teacher_probs.size() / cfg.vocab_size; ++r)
-                softmax(std::span<float>(teacher_probs).subspan(r * cfg.vocab_size, cfg.vocab_size));
+            teacher_probs.resize(teacher->logits().size());
+            softmax_rows(pool, teacher_probs.data(), teacher->logits().data(), B * T, cfg.vocab_size);
         }
         model.zero_grad();
         model.forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
@@ -138,36 +261,45 @@ int make_model(const std::string& name) {
             kl_divergence(pool, model.dlogits().data(), model.logits().data(), teacher_probs.data(), B * T,
                           cfg.vocab_size, distill);
         model.backward();
-        clip_grad_norm(model.grads(), cfg, 1.0);
+        clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
-        smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
-        train_curve.xs.push_back(step + 1), train_curve.ys.push_back(loss);
-        progress.update(step + 1, smooth, double(step + 1) * B * T);
+        run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        run.smooth = step == 0 ? loss : 0.95 * run.smooth + 0.05 * loss;
+        run.train_curve.xs.push_back(step + 1), run.train_curve.ys.push_back(loss);
+        run.step = step + 1;
+        run.train_seconds = seconds_before + progress.seconds_since_start();
+        progress.update(run.step, run.smooth, double(run.step - first_step) * B * T);
+        if (run.step % options.checkpoint_every == 0 || run.step == steps)
+            save_run(name, cfg, model.params(), optimizer, run, hp_text);
     }
     progress.finish();
     const EvalResult final_eval = evaluate(model, test_file, test_range, T, eval_windows, B);
-    held_out.xs.push_back(steps), held_out.ys.push_back(final_eval.loss);
-    const double seconds = progress.seconds_since_start();
+    if (run.held_out.xs.empty() || run.held_out.xs.back() != steps)
+        run.held_out.xs.push_back(steps), run.held_out.ys.push_back(final_eval.loss);
+    const double seconds = run.train_seconds;
 
     // Step 4: the checkpoint (bf16, HF layout), its tokenizer, the loss chart and a log.
     save_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
     fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token", std::vector<Series>{train_curve, held_out},
+    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token",
+                    std::vector<Series>{run.train_curve, run.held_out},
                     ChartOptions{.x_label = "step", .y_label = "nats per token"});
     const Checkpoint back = load_checkpoint(dir);  // what ships is bf16: measure that
     TrainableLlama shipped(back.config, back.weights, pool);
     const EvalResult bf16_eval = evaluate(shipped, test_file, test_range, T, eval_windows, B);
     json::Object log;
     log.set("parameters", static_cast<std::int64_t>(n_params));
-    log.set("train_seconds", seconds);
-    log.set("train_tokens_per_second", double(steps) * B * T / seconds);
+    log_rates(log, run, steps, B, T, flops_per_token, threads);
     log.set("heldout_loss", bf16_eval.loss);
     log.set("heldout_perplexity", bf16_eval.perplexity);
     log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
     std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
     std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, bf16 checkpoint; float32 before saving %.2f), "
-                "%.0f s, wrote %s\n",
-                name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, seconds, dir.string().c_str());
+                "%.0f s, training steps at %.0f tokens/s = %.1f%% of the FMA ceiling, wrote %s\n",
+                name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, seconds,
+                double(steps) * B * T / run.step_seconds,
+                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
+                dir.string().c_str());
     return 0;
 }
 
@@ -175,10 +307,11 @@ int make_model(const std::string& name) {
 /// while the frozen target supplies the KV cache its cross-attention reads, through the block-wise mask
 /// (blocks of L tokens see the target rows of earlier blocks only). "glide_cross_attention": false
 /// trains the paper's vanilla drafter (§5.2) with the same code, data, seed and steps.
-int make_glide(const std::string& name) {
+int make_glide(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, tokenizer, data, and the frozen target.
     const fs::path dir = fs::path("models") / name;
-    const json::Value hp = json::parse(read_file(dir / "train.json"), (dir / "train.json").string());
+    const std::string hp_text = read_file(dir / "train.json");
+    const json::Value hp = json::parse(hp_text, (dir / "train.json").string());
     const Tokenizer tok = Tokenizer::load("models/tokenizer.json");
     const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
@@ -212,34 +345,56 @@ int make_glide(const std::string& name) {
                                           : "vanilla drafter (no cross-attention)",
                 steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), threads);
 
-    // Step 3: the loop; held-out loss 10 times (each evaluation runs the target too).
+    RunRecord run = load_run(name, cfg, model.params(), optimizer, hp_text, options);
+    run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+    // Model FLOPs per token: the drafter's forward and backward (its self-attention layers as a Llama's,
+    // and per layer the cross-attention's two projections and its products over the target rows a
+    // query sees, about T/2 under the block mask), and the frozen target's forward for its KV.
+    const double cross = cfg.glide_cross_attention
+                             ? cfg.draft.num_hidden_layers * (2.0 * 2.0 * cfg.draft.hidden_size * cfg.cross_dim() +
+                                                              4.0 * cfg.cross_dim() * (T + 1) / 2.0)
+                             : 0.0;
+    const double flops_per_token = 3.0 * (forward_flops_per_token(cfg.draft, T) + cross) +
+                                   (cfg.glide_cross_attention ? forward_flops_per_token(target_ck.config, T) : 0.0);
+
+    // Step 3: the loop, from the step the run is at; held-out loss 10 times (each evaluation runs the target too).
     const int eval_every = std::max(1, steps / 10), eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
-    Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
-    ProgressLine progress(std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10});
-    double smooth = 0;
-    for (int step = 0; step < steps; ++step) {
+    ProgressLine progress(std::cerr, steps,
+                          ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10, .first_step = run.step});
+    const double seconds_before = run.train_seconds;
+    const int first_step = run.step;
+    for (int step = run.step; step < steps; ++step) {
         if (step % eval_every == 0) {
             const EvalResult e = evaluate_glide(model, target, test_file, test_range, T, eval_windows, B, block_mask);
-            held_out.xs.push_back(step), held_out.ys.push_back(e.loss);
+            run.held_out.xs.push_back(step), run.held_out.ys.push_back(e.loss);
+            run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
         }
+        const auto t0 = std::chrono::steady_clock::now();
         const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
         model.zero_grad();
         const double loss = glide_batch(model, target, batch, block_mask, /*with_backward=*/true);
-        clip_grad_norm(model.grads(), cfg, 1.0);
+        clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
-        smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
-        train_curve.xs.push_back(step + 1), train_curve.ys.push_back(loss);
-        progress.update(step + 1, smooth, double(step + 1) * B * T);
+        run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        run.smooth = step == 0 ? loss : 0.95 * run.smooth + 0.05 * loss;
+        run.train_curve.xs.push_back(step + 1), run.train_curve.ys.push_back(loss);
+        run.step = step + 1;
+        run.train_seconds = seconds_before + progress.seconds_since_start();
+        progress.update(run.step, run.smooth, double(run.step - first_step) * B * T);
+        if (run.step % options.checkpoint_every == 0 || run.step == steps)
+            save_run(name, cfg, model.params(), optimizer, run, hp_text);
     }
     progress.finish();
     const EvalResult final_eval = evaluate_glide(model, target, test_file, test_range, T, eval_windows, B, block_mask);
-    held_out.xs.push_back(steps), held_out.ys.push_back(final_eval.loss);
-    const double seconds = progress.seconds_since_start();
+    if (run.held_out.xs.empty() || run.held_out.xs.back() != steps)
+        run.held_out.xs.push_back(steps), run.held_out.ys.push_back(final_eval.loss);
+    const double seconds = run.train_seconds;
 
     // Step 4: the checkpoint (bf16), its tokenizer, the loss chart and a log, measured as shipped.
     save_glide_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
     fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token", std::vector<Series>{train_curve, held_out},
+    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token",
+                    std::vector<Series>{run.train_curve, run.held_out},
                     ChartOptions{.x_label = "step", .y_label = "nats per token"});
     const GlideCheckpoint back = load_glide_checkpoint(dir);
     TrainableGlide<float> shipped(back.config, back.weights, pool);
@@ -250,8 +405,7 @@ int make_glide(const std::string& name) {
     log.set("parameters", static_cast<std::int64_t>(n_params));
     log.set("glide_cross_attention", cfg.glide_cross_attention);
     log.set("target", target_name);
-    log.set("train_seconds", seconds);
-    log.set("train_tokens_per_second", double(steps) * B * T / seconds);
+    log_rates(log, run, steps, B, T, flops_per_token, threads);
     log.set("heldout_loss", bf16_eval.loss);  // block-wise mask, as trained
     log.set("heldout_perplexity", bf16_eval.perplexity);
     log.set("heldout_loss_first_draft", first_eval.loss);  // every query sees all earlier target rows
@@ -259,9 +413,12 @@ int make_glide(const std::string& name) {
     log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
     std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
     std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, block mask, bf16 checkpoint; float32 before "
-                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, wrote %s\n",
+                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, training steps at %.0f "
+                "tokens/s = %.1f%% of the FMA ceiling, wrote %s\n",
                 name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, first_eval.perplexity,
-                seconds, dir.string().c_str());
+                seconds, double(steps) * B * T / run.step_seconds,
+                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
+                dir.string().c_str());
     return 0;
 }
 
@@ -282,12 +439,21 @@ int make_bigram() {
 
 int main(int argc, char** argv) try {
     const std::string what = argc > 1 ? argv[1] : "";
-    if (what == "tokenizer") return make_tokenizer();
-    if (what == "model" && argc > 2) return make_model(argv[2]);
-    if (what == "glide" && argc > 2) return make_glide(argv[2]);
-    if (what == "bigram") return make_bigram();
-    std::fprintf(stderr, "usage: train_demo tokenizer | train_demo model <name> | train_demo glide <name> | train_demo bigram"
-                         "   (from the repository root)\n");
+    RunOptions options;
+    bool flags_ok = true;
+    for (int i = 3; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--resume") options.resume = true;
+        else if (a == "--checkpoint-every" && i + 1 < argc) options.checkpoint_every = std::max(1, std::atoi(argv[++i]));
+        else flags_ok = false;
+    }
+    if (what == "tokenizer" && argc == 2) return make_tokenizer();
+    if (what == "model" && argc > 2 && flags_ok) return make_model(argv[2], options);
+    if (what == "glide" && argc > 2 && flags_ok) return make_glide(argv[2], options);
+    if (what == "bigram" && argc == 2) return make_bigram();
+    std::fprintf(stderr, "usage: train_demo tokenizer | train_demo bigram\n"
+                         "       train_demo model <name> [--resume] [--checkpoint-every N]\n"
+                         "       train_demo glide <name> [--resume] [--checkpoint-every N]   (from the repository root)\n");
     return 2;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -3,18 +3,31 @@
 # drafters (distilled from the target; GLIDE's reads its KV cache). Hyperparameters:
 # models/tokenizer.train.json, models/*/train.json.
 # Prints progress with ETA and each model's held-out perplexity. About an hour on 2 cores.
+#
+#   bash scripts/train_models.sh [--resume] [--checkpoint-every N] [name ...]
+# Each run writes its state to build/checkpoints/<name>/ every 100 steps (--checkpoint-every N);
+# after an interruption (Ctrl-C, a reboot) the same command with --resume continues every model from
+# its last state, bit for bit, and starts the ones that have none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+flags=()
+names=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --resume) flags+=(--resume); shift ;;
+    --checkpoint-every) flags+=(--checkpoint-every "$2"); shift 2 ;;
+    *) names+=("$1"); shift ;;
+  esac
+done
+[ ${#names[@]} -eq 0 ] && names=(target small mid glide vanilla)
 bash scripts/deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" --target train_demo
 ./build/release/train_demo tokenizer
 ./build/release/train_demo bigram   # Max-Gram's table (CS Drafting), from the tokenised corpus
 # A train.json with "glide_cross_attention" is a GLIDE drafter (or its vanilla ablation): `train_demo glide`.
-for m in "${@:-target small mid glide vanilla}"; do
-  for name in $m; do
-    kind=model
-    if grep -q '"glide_cross_attention"' "models/$name/train.json"; then kind=glide; fi
-    ./build/release/train_demo "$kind" "$name"
-  done
+for name in "${names[@]}"; do
+  kind=model
+  if grep -q '"glide_cross_attention"' "models/$name/train.json"; then kind=glide; fi
+  ./build/release/train_demo "$kind" "$name" "${flags[@]}"
 done

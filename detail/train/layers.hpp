@@ -8,9 +8,12 @@
 // tensor used twice (a tied embedding, a residual stream, k and v rows shared by several heads) gets
 // the sum of its gradients without bookkeeping. Zeroing is the caller's job.
 //
-// Functions are templates on the float type T: the model instantiates float (and the matrix products
-// then go through the fast `specdec::matmul`), the gradient checks in tests/test_train.cpp instantiate
-// double so that finite differences are exact to ~1e-8 instead of ~1e-3.
+// Functions are templates on the float type T, written as plain loops: the gradient checks in
+// tests/train/test_train.cpp instantiate double so that finite differences are exact to ~1e-8 instead
+// of ~1e-3, and these loops are the oracle of the fast path. For float, `fast` (the default) runs
+// the products on gemm.hpp's micro-kernel and the other steps on kernels.hpp's AVX-512 code where it
+// runs, within float rounding of the loops (tests hold each to them); fast = false keeps the loops,
+// with the products through `specdec::matmul` on transposed copies.
 //
 // Shape letters: N rows (= B*T tokens), B sequences, T (Tq, Tk) positions, D width, F SwiGLU width,
 // H heads, Hkv kv-heads, hd head size, V vocab, K top-k entries.
@@ -19,12 +22,18 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
 #include "../model/matmul.hpp"
+#include "../model/row_ops.hpp"
+#include "../model/softmax.hpp"
 #include "../model/thread_pool.hpp"
+#include "gemm.hpp"
+#include "kernels.hpp"
 
 namespace specdec {
 
@@ -68,6 +77,29 @@ void parallel_rows(ThreadPool& pool, int n, F&& f) {
     pool.parallel_for((n + per - 1) / per, [&](int c) { f(c * per, std::min(n, (c + 1) * per)); });
 }
 
+/// dst[0, n) = value, in chunks over the pool: a training step zeroes or copies ~30 MB of activation
+/// gradients and residuals per layer at the demo target's shape, which on one thread left the other idle.
+template <class T>
+void fill(ThreadPool& pool, T* dst, std::size_t n, T value) {
+    constexpr std::size_t kChunk = 1 << 16;
+    pool.parallel_for(static_cast<int>((n + kChunk - 1) / kChunk), [&](int c) {
+        std::fill(dst + c * kChunk, dst + std::min(n, (c + 1) * kChunk), value);
+    });
+}
+template <class T>
+void fill(ThreadPool& pool, std::vector<T>& v, T value) {
+    fill(pool, v.data(), v.size(), value);
+}
+
+/// dst[0, n) = src[0, n), in chunks over the pool.
+template <class T>
+void copy(ThreadPool& pool, T* dst, const T* src, std::size_t n) {
+    constexpr std::size_t kChunk = 1 << 16;
+    pool.parallel_for(static_cast<int>((n + kChunk - 1) / kChunk), [&](int c) {
+        std::copy(src + c * kChunk, src + std::min(n, (c + 1) * kChunk), dst + c * kChunk);
+    });
+}
+
 /// Rows [r0, r1) of in (rows, cols) into columns [r0, r1) of out (cols, rows), in square tiles so
 /// that reads and writes both stay in L1. Each output row is written contiguously.
 template <class T>
@@ -94,34 +126,6 @@ template <class T>
 T* grow(std::vector<T>& v, std::size_t n) {
     if (v.size() < n) v.resize(n);
     return v.data();
-}
-
-/// x (N, n_heads, hd) rotated in place by sign·angle(position): rope_forward and rope_backward. The
-/// angle arithmetic is CpuModel's (float pow/cos/sin), so the trained model and the inference model
-/// see the same rotations.
-template <class T>
-void rope_rotate(ThreadPool& pool, T* x, const int* positions, int N, int n_heads, int hd, float theta, float sign) {
-    const int half = hd / 2;
-    std::vector<float> freq(half);
-    for (int i = 0; i < half; ++i) freq[i] = std::pow(theta, -2.0f * i / hd);
-    parallel_rows(pool, N, [&](int r0, int r1) {
-        std::vector<T> c(half), s(half);
-        for (int r = r0; r < r1; ++r) {
-            for (int i = 0; i < half; ++i) {
-                const float a = positions[r] * freq[i];
-                c[i] = static_cast<T>(std::cos(a));
-                s[i] = sign * static_cast<T>(std::sin(a));
-            }
-            for (int h = 0; h < n_heads; ++h) {
-                T* head = x + (static_cast<std::size_t>(r) * n_heads + h) * hd;
-                for (int i = 0; i < half; ++i) {
-                    const T x0 = head[i], x1 = head[i + half];
-                    head[i] = x0 * c[i] - x1 * s[i];
-                    head[i + half] = x1 * c[i] + x0 * s[i];
-                }
-            }
-        }
-    });
 }
 
 // Loss helpers: log-softmax denominators and deterministic means over rows.
@@ -168,7 +172,8 @@ inline int count_rows(const std::uint8_t* row_mask, int N) {
 
 namespace train {
 
-/// Scratch memory a linear backward needs for its transposes and products; reuse one across calls.
+/// Scratch memory the plain linear backward needs for its transposes and products; reuse one across
+/// calls (the fast path keeps its own).
 template <class T>
 struct LinearScratch {
     std::vector<T> w_t;     // (k, m) Wᵀ
@@ -194,13 +199,18 @@ void embedding_forward(T* out, const int* tokens, const T* embed, int N, int D, 
     }
 }
 
-/// dembed (V, D) += scatter of dout (N, D) rows by token. Sequential: two rows may share a token.
+/// dembed (V, D) += scatter of dout (N, D) rows by token. Rows in order (two rows may share a token),
+/// the columns split over the pool.
 template <class T>
-void embedding_backward(T* dembed, const T* dout, const int* tokens, int N, int D) {
-    for (int i = 0; i < N; ++i)
-        if (tokens[i] >= 0)
-            detail::vec_axpy(dembed + static_cast<std::size_t>(tokens[i]) * D, T(1),
-                             dout + static_cast<std::size_t>(i) * D, D);
+void embedding_backward(ThreadPool& pool, T* dembed, const T* dout, const int* tokens, int N, int D) {
+    constexpr int kColumns = 64;
+    pool.parallel_for((D + kColumns - 1) / kColumns, [&](int c) {
+        const int c0 = c * kColumns, width = std::min(D, c0 + kColumns) - c0;
+        for (int i = 0; i < N; ++i)
+            if (tokens[i] >= 0)
+                detail::vec_axpy(dembed + static_cast<std::size_t>(tokens[i]) * D + c0, T(1),
+                                 dout + static_cast<std::size_t>(i) * D + c0, width);
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -208,7 +218,15 @@ void embedding_backward(T* dembed, const T* dout, const int* tokens, int N, int 
 
 /// out (N, D), rstd (N) = 1/rms per row (kept for the backward), from x (N, D) and weight (D).
 template <class T>
-void rmsnorm_forward(ThreadPool& pool, T* out, T* rstd, const T* x, const T* weight, int N, int D, float eps) {
+void rmsnorm_forward(ThreadPool& pool, T* out, T* rstd, const T* x, const T* weight, int N, int D, float eps,
+                     bool fast = true) {
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::train_kernels_available())
+            return detail::parallel_rows(pool, N, [&](int r0, int r1) {
+                detail::rmsnorm_forward_avx512(out, rstd, x, weight, D, eps, r0, r1);
+            });
+#endif
     detail::parallel_rows(pool, N, [&](int r0, int r1) {
         for (int r = r0; r < r1; ++r) {
             const T* xr = x + static_cast<std::size_t>(r) * D;
@@ -224,7 +242,25 @@ void rmsnorm_forward(ThreadPool& pool, T* out, T* rstd, const T* x, const T* wei
 /// dx_j = r w_j dout_j - r³ x_j / D · Σ_i dout_i w_i x_i, dw_i = Σ_rows dout_i x_i r.
 template <class T>
 void rmsnorm_backward(ThreadPool& pool, T* dx, T* dweight, const T* dout, const T* x, const T* weight, const T* rstd,
-                      int N, int D) {
+                      int N, int D, bool fast = true) {
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::train_kernels_available()) {
+            // dweight as a sum over fixed chunks of rows, each chunk in row order, then the chunks in
+            // order: the same bits on any number of threads.
+            constexpr int kChunk = 32;
+            const int chunks = (N + kChunk - 1) / kChunk;
+            std::vector<float> partial(dweight != nullptr ? static_cast<std::size_t>(chunks) * D : 0);
+            pool.parallel_for(chunks, [&](int c) {
+                detail::rmsnorm_backward_avx512(dx, dweight != nullptr ? partial.data() + static_cast<std::size_t>(c) * D : nullptr,
+                                                dout, x, weight, rstd, D, c * kChunk, std::min(N, (c + 1) * kChunk));
+            });
+            if (dweight != nullptr)
+                for (int c = 0; c < chunks; ++c)
+                    for (int i = 0; i < D; ++i) dweight[i] += partial[static_cast<std::size_t>(c) * D + i];
+            return;
+        }
+#endif
     detail::parallel_rows(pool, N, [&](int r0, int r1) {
         for (int r = r0; r < r1; ++r) {
             const T* xr = x + static_cast<std::size_t>(r) * D;
@@ -250,18 +286,37 @@ void rmsnorm_backward(ThreadPool& pool, T* dx, T* dweight, const T* dout, const 
 
 /// y (n, m) = x (n, k) · W (m, k)ᵀ.
 template <class T>
-void linear_forward(ThreadPool& pool, T* y, const T* x, const T* W, int n, int k, int m) {
+void linear_forward(ThreadPool& pool, T* y, const T* x, const T* W, int n, int k, int m, bool fast = true) {
+    if constexpr (std::is_same_v<T, float>)
+        if (fast) return detail::gemm(pool, detail::GemmOp::kNT, y, x, W, n, k, m, false);
     detail::gemm_nt(pool, y, x, W, n, k, m);
 }
 
+/// y (n, m) += x (n, k) · W (m, k)ᵀ: a sublayer's output joining the residual stream y. The fast path
+/// adds in the product's own stores, with no pass of its own.
+template <class T>
+void linear_forward_add(ThreadPool& pool, T* y, const T* x, const T* W, int n, int k, int m, bool fast = true) {
+    if constexpr (std::is_same_v<T, float>)
+        if (fast) return detail::gemm(pool, detail::GemmOp::kNT, y, x, W, n, k, m, true);
+    std::vector<T> product(static_cast<std::size_t>(n) * m);
+    detail::gemm_nt(pool, product.data(), x, W, n, k, m);
+    for (std::size_t i = 0; i < product.size(); ++i) y[i] += product[i];
+}
+
 /// dx (n, k) += dy (n, m) · W and dW (m, k) += dyᵀ · x; either may be null (an input that needs no
-/// gradient, a frozen weight). Both products go through the same GEMM as the forward, on transposed
-/// copies, so the fast kernel speeds up the backward pass as well (llm.c's matmul_backward does the
-/// same two products with its own loops).
+/// gradient, a frozen weight), as llm.c's matmul_backward. The fast path runs both on gemm's kernel,
+/// adding into dx and dW as it stores; the plain one transposes W, dy and x so that matmul can take
+/// them, then adds its products.
 template <class T>
 void linear_backward(ThreadPool& pool, T* dx, T* dW, const T* dy, const T* x, const T* W, int n, int k, int m,
-                     LinearScratch<T>& s) {
+                     LinearScratch<T>& s, bool fast = true) {
     if (n == 0) return;
+    if constexpr (std::is_same_v<T, float>)
+        if (fast) {
+            if (dx != nullptr) detail::gemm(pool, detail::GemmOp::kNN, dx, dy, W, n, m, k, true);
+            if (dW != nullptr) detail::gemm(pool, detail::GemmOp::kTN, dW, dy, x, m, n, k, true);
+            return;
+        }
     const std::size_t nk = static_cast<std::size_t>(n) * k, mk = static_cast<std::size_t>(m) * k;
     if (dx != nullptr) {
         T* w_t = detail::grow(s.w_t, mk);
@@ -290,17 +345,58 @@ void linear_backward(ThreadPool& pool, T* dx, T* dW, const T* dy, const T* x, co
 // ---------------------------------------------------------------------------------------------------
 // RoPE, HF's rotate-half convention (dimension i pairs with i + hd/2), in place
 
+/// The rotations of a batch's rows, computed once per forward and used by every layer's q and k,
+/// forward and backward: (cos, sin) of position · θ^(-2i/hd), the angle in double and stored as float,
+/// exactly CpuModel's rope_table, so the trained model and the inference model rotate alike.
+struct RopeTable {
+    int hd = 0;
+    std::vector<float> forward;   // (N, hd/2, 2) (cos, sin)
+    std::vector<float> backward;  // (N, hd/2, 2) (cos, -sin): the inverse rotation
+};
 
-/// x (N, n_heads, hd) rotated in place by the angles of positions (N).
-template <class T>
-void rope_forward(ThreadPool& pool, T* x, const int* positions, int N, int n_heads, int hd, float theta) {
-    detail::rope_rotate(pool, x, positions, N, n_heads, hd, theta, 1.0f);
+inline RopeTable rope_table(std::span<const int> positions, int hd, float theta) {
+    std::vector<double> inv_freq(static_cast<std::size_t>(hd / 2));
+    for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
+    RopeTable t{hd, {}, {}};
+    detail::rope_table(t.forward, positions, inv_freq);
+    t.backward = t.forward;
+    for (std::size_t i = 1; i < t.backward.size(); i += 2) t.backward[i] = -t.backward[i];
+    return t;
 }
 
-/// dx (N, n_heads, hd) in place: a rotation is orthogonal, so its backward is the inverse rotation.
+/// x (N, n_heads, hd) rotated in place by cs (N, hd/2, 2), a RopeTable's forward or backward.
 template <class T>
-void rope_backward(ThreadPool& pool, T* dx, const int* positions, int N, int n_heads, int hd, float theta) {
-    detail::rope_rotate(pool, dx, positions, N, n_heads, hd, theta, -1.0f);
+void rope_rows(ThreadPool& pool, T* x, const std::vector<float>& cs, int N, int n_heads, int hd, bool fast) {
+    const int half = hd / 2;
+    detail::parallel_rows(pool, N, [&](int r0, int r1) {
+        for (int r = r0; r < r1; ++r) {
+            const float* c = cs.data() + static_cast<std::size_t>(r) * hd;
+            for (int h = 0; h < n_heads; ++h) {
+                T* head = x + (static_cast<std::size_t>(r) * n_heads + h) * hd;
+                if constexpr (std::is_same_v<T, float>) {
+                    detail::rope(head, hd, c, fast);
+                } else {
+                    for (int i = 0; i < half; ++i) {
+                        const T x0 = head[i], x1 = head[i + half];
+                        head[i] = x0 * c[2 * i] - x1 * c[2 * i + 1];
+                        head[i + half] = x1 * c[2 * i] + x0 * c[2 * i + 1];
+                    }
+                }
+            }
+        }
+    });
+}
+
+/// x (N, n_heads, hd) rotated in place by the angles of its rows' positions.
+template <class T>
+void rope_forward(ThreadPool& pool, T* x, const RopeTable& table, int N, int n_heads, int hd, bool fast = true) {
+    rope_rows(pool, x, table.forward, N, n_heads, hd, fast);
+}
+
+/// dx (N, n_heads, hd) in place: y = R x with R a rotation, so dx = Rᵀ dy, the inverse rotation.
+template <class T>
+void rope_backward(ThreadPool& pool, T* dx, const RopeTable& table, int N, int n_heads, int hd, bool fast = true) {
+    rope_rows(pool, dx, table.backward, N, n_heads, hd, fast);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -335,6 +431,11 @@ struct AttentionShape {
     int hd = 0;   // head size
 };
 
+inline detail::AttentionGeometry attention_geometry(AttentionShape s, AttentionMask mask) {
+    return {s.B, s.Tq, s.Tk, s.H, s.Hkv, s.hd, static_cast<std::size_t>(s.H) * s.hd,
+            static_cast<std::size_t>(s.Hkv) * s.hd, mask.data, mask.per_sequence};
+}
+
 /// out (B, Tq, H, hd) = softmax(q·kᵀ/√hd, masked)·v; probs (B, H, Tq, Tk) kept for the backward
 /// (0 where masked). q (B, Tq, H, hd), k and v (B, Tk, Hkv, hd).
 ///
@@ -345,13 +446,18 @@ struct AttentionShape {
 /// A query row that sees no key gets out = 0 and no gradient (instead of a NaN).
 template <class T>
 void attention_forward(ThreadPool& pool, T* out, T* probs, const T* q, const T* k, const T* v, AttentionShape s,
-                       AttentionMask mask) {
+                       AttentionMask mask, bool fast = true) {
     detail::require(s.Hkv > 0 && s.H % s.Hkv == 0, "train", [&] {
         return "attention: H = " + std::to_string(s.H) +
                " query heads is not a multiple of Hkv = " + std::to_string(s.Hkv);
     });
     detail::require(mask.data != nullptr, "train",
                     [] { return std::string("attention: no mask (pass causal_mask(Tq, Tk) for causal)"); });
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::attention_kernels_serve(s.hd))
+            return detail::attention_forward_avx512(pool, out, probs, q, k, v, attention_geometry(s, mask));
+#endif
     const int group = s.H / s.Hkv;
     const std::size_t q_row = static_cast<std::size_t>(s.H) * s.hd, kv_row = static_cast<std::size_t>(s.Hkv) * s.hd;
     const T scale = T(1) / std::sqrt(static_cast<T>(s.hd));
@@ -392,7 +498,12 @@ void attention_forward(ThreadPool& pool, T* out, T* probs, const T* q, const T* 
 /// query heads of a group all add into the same dk/dv rows, so they run on one thread, in order.
 template <class T>
 void attention_backward(ThreadPool& pool, T* dq, T* dk, T* dv, const T* dout, const T* probs, const T* q, const T* k,
-                        const T* v, AttentionShape s) {
+                        const T* v, AttentionShape s, bool fast = true) {
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::attention_kernels_serve(s.hd))
+            return detail::attention_backward_avx512(pool, dq, dk, dv, dout, probs, q, k, v, attention_geometry(s, {}));
+#endif
     const int group = s.H / s.Hkv;
     const std::size_t q_row = static_cast<std::size_t>(s.H) * s.hd, kv_row = static_cast<std::size_t>(s.Hkv) * s.hd;
     const T scale = T(1) / std::sqrt(static_cast<T>(s.hd));
@@ -427,7 +538,13 @@ void attention_backward(ThreadPool& pool, T* dq, T* dk, T* dv, const T* dout, co
 
 /// out (N, F) from gate (N, F) and up (N, F) (the two projections, pre-activation).
 template <class T>
-void swiglu_forward(ThreadPool& pool, T* out, const T* gate, const T* up, int N, int F) {
+void swiglu_forward(ThreadPool& pool, T* out, const T* gate, const T* up, int N, int F, bool fast = true) {
+    if constexpr (std::is_same_v<T, float>)
+        if (fast)
+            return detail::parallel_rows(pool, N, [&](int r0, int r1) {
+                const std::size_t i0 = static_cast<std::size_t>(r0) * F;
+                detail::swiglu(out + i0, gate + i0, up + i0, (r1 - r0) * F, true);
+            });
     detail::parallel_rows(pool, N, [&](int r0, int r1) {
         for (std::size_t i = static_cast<std::size_t>(r0) * F; i < static_cast<std::size_t>(r1) * F; ++i)
             out[i] = gate[i] / (T(1) + std::exp(-gate[i])) * up[i];
@@ -436,7 +553,17 @@ void swiglu_forward(ThreadPool& pool, T* out, const T* gate, const T* up, int N,
 
 /// dgate, dup (N, F) += from dout (N, F): silu'(g) = σ(g)(1 + g(1 - σ(g))).
 template <class T>
-void swiglu_backward(ThreadPool& pool, T* dgate, T* dup, const T* dout, const T* gate, const T* up, int N, int F) {
+void swiglu_backward(ThreadPool& pool, T* dgate, T* dup, const T* dout, const T* gate, const T* up, int N, int F,
+                     bool fast = true) {
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::train_kernels_available())
+            return detail::parallel_rows(pool, N, [&](int r0, int r1) {
+                const std::size_t i0 = static_cast<std::size_t>(r0) * F;
+                detail::swiglu_backward_avx512(dgate + i0, dup + i0, dout + i0, gate + i0, up + i0,
+                                               static_cast<std::size_t>(r1 - r0) * F);
+            });
+#endif
     detail::parallel_rows(pool, N, [&](int r0, int r1) {
         for (std::size_t i = static_cast<std::size_t>(r0) * F; i < static_cast<std::size_t>(r1) * F; ++i) {
             const T sig = T(1) / (T(1) + std::exp(-gate[i]));
@@ -462,7 +589,7 @@ constexpr int kIgnoreIndex = -1;
 /// dlogits += weight · (softmax(z) - onehot) / n_counted.
 template <class T>
 double cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const int* targets, int N, int V,
-                     double weight = 1.0) {
+                     double weight = 1.0, bool fast = true) {
     int n = 0;
     for (int r = 0; r < N; ++r) {
         detail::require(targets[r] == kIgnoreIndex || (targets[r] >= 0 && targets[r] < V), "train", [&] {
@@ -472,6 +599,17 @@ double cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const int* t
         n += targets[r] != kIgnoreIndex;
     }
     const double g = n == 0 ? 0.0 : weight / n;
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::train_kernels_available())
+            return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
+                if (targets[r] == kIgnoreIndex) return {};
+                const std::size_t off = static_cast<std::size_t>(r) * V;
+                const double lse = detail::softmax_grad_row_avx512(dlogits + off, logits + off, V, static_cast<float>(g));
+                dlogits[off + targets[r]] -= static_cast<T>(g);
+                return {true, lse - logits[off + targets[r]]};
+            });
+#endif
     return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
         if (targets[r] == kIgnoreIndex) return {};
         const T* z = logits + static_cast<std::size_t>(r) * V;
@@ -501,9 +639,19 @@ detail::RowLoss soft_target_row(T* dz, const T* z, const float* p, int V, double
 
 template <class T>
 double soft_target_loss(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
-                        double weight, const std::uint8_t* row_mask, bool with_entropy) {
+                        double weight, const std::uint8_t* row_mask, bool with_entropy, bool fast = true) {
     const int n = detail::count_rows(row_mask, N);
     const double g = n == 0 ? 0.0 : weight / n;
+#if defined(__x86_64__)
+    if constexpr (std::is_same_v<T, float>)
+        if (fast && detail::train_kernels_available())
+            return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
+                if (row_mask != nullptr && !row_mask[r]) return {};
+                const std::size_t off = static_cast<std::size_t>(r) * V;
+                return {true, detail::soft_target_row_avx512(dlogits + off, logits + off, target_probs + off, V,
+                                                             static_cast<float>(g), with_entropy)};
+            });
+#endif
     return detail::mean_over_rows(pool, N, [&](int r) -> detail::RowLoss {
         if (row_mask != nullptr && !row_mask[r]) return {};
         const std::size_t off = static_cast<std::size_t>(r) * V;
@@ -516,8 +664,8 @@ double soft_target_loss(ThreadPool& pool, T* dlogits, const T* logits, const flo
 /// dlogits += weight · ((Σp) q - p) / n_counted.
 template <class T>
 double soft_cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
-                          double weight = 1.0, const std::uint8_t* row_mask = nullptr) {
-    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, false);
+                          double weight = 1.0, const std::uint8_t* row_mask = nullptr, bool fast = true) {
+    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, false, fast);
 }
 
 /// Mean over counted rows of KL(p ‖ q) = Σ_j p_j (log p_j - log q_j), p = target_probs (N, V) a full
@@ -525,8 +673,28 @@ double soft_cross_entropy(ThreadPool& pool, T* dlogits, const T* logits, const f
 /// Differs from soft_cross_entropy by the target's entropy only; the gradient is the same.
 template <class T>
 double kl_divergence(ThreadPool& pool, T* dlogits, const T* logits, const float* target_probs, int N, int V,
-                     double weight = 1.0, const std::uint8_t* row_mask = nullptr) {
-    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, true);
+                     double weight = 1.0, const std::uint8_t* row_mask = nullptr, bool fast = true) {
+    return soft_target_loss(pool, dlogits, logits, target_probs, N, V, weight, row_mask, true, fast);
+}
+
+/// probs (N, V) = softmax of each row of logits (N, V): a teacher's distribution for the losses above
+/// (float rows vectorised where AVX-512 runs), rows over the pool.
+template <class T>
+void softmax_rows(ThreadPool& pool, float* probs, const T* logits, int N, int V, bool fast = true) {
+    detail::parallel_rows(pool, N, [&](int r0, int r1) {
+        for (int r = r0; r < r1; ++r) {
+            const std::size_t off = static_cast<std::size_t>(r) * V;
+#if defined(__x86_64__)
+            if constexpr (std::is_same_v<T, float>)
+                if (fast && detail::train_kernels_available()) {
+                    detail::softmax_row_avx512(probs + off, logits + off, V);
+                    continue;
+                }
+#endif
+            const double lse = detail::log_sum_exp(logits + off, V);
+            for (int j = 0; j < V; ++j) probs[off + j] = static_cast<float>(std::exp(double(logits[off + j]) - lse));
+        }
+    });
 }
 
 /// A target distribution kept as its top K entries per row: ids (N, K) distinct token ids and

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,24 @@
 #include "../model/thread_pool.hpp"
 #include "layers.hpp"
 #include "../model/weights.hpp"
+
+namespace specdec::detail {
+
+/// Every tensor of `tensors` cut into runs of at most 64Ki floats, in checkpoint order: the units
+/// that clipping and its norm spread over a pool. The norm sums each run, then the runs in order, so
+/// it has the same bits on any number of threads.
+template <class Tensors, class Cfg>
+std::vector<std::span<float>> tensor_runs(Tensors& tensors, const Cfg& cfg) {
+    constexpr std::size_t kRun = 1 << 16;
+    std::vector<std::span<float>> runs;
+    for_each_tensor(tensors, cfg, [&](const std::string&, auto& t, const auto&) {
+        for (std::size_t at = 0; at < t.size(); at += kRun)
+            runs.emplace_back(const_cast<float*>(t.data()) + at, std::min(kRun, t.size() - at));
+    });
+    return runs;
+}
+
+}  // namespace specdec::detail
 
 namespace specdec::train {
 
@@ -50,30 +69,47 @@ struct CosineSchedule {
 // f(name, std::vector<float>&, shape-or-size) in checkpoint order: a Llama's Weights with its Config,
 // a GLIDE drafter's GlideWeights with its GlideConfig.
 
-/// √(Σ g²) over every gradient tensor, summed in double in checkpoint order.
+/// √(Σ g²) over every gradient tensor, in double: each run of 64Ki floats summed, then the runs in
+/// checkpoint order (the same bits on any number of threads).
+template <class Tensors, class Cfg>
+double grad_norm(ThreadPool& pool, const Tensors& grads, const Cfg& cfg) {
+    const std::vector<std::span<float>> runs = detail::tensor_runs(grads, cfg);
+    std::vector<double> sums(runs.size());
+    pool.parallel_for(static_cast<int>(runs.size()), [&](int r) {
+        sums[r] = detail::sum_squares(runs[r].data(), static_cast<int>(runs[r].size()));
+    });
+    double ss = 0.0;
+    for (double v : sums) ss += v;
+    return std::sqrt(ss);
+}
+
 template <class Tensors, class Cfg>
 double grad_norm(const Tensors& grads, const Cfg& cfg) {
-    double ss = 0.0;
-    for_each_tensor(grads, cfg, [&](const std::string&, const std::vector<float>& g, const auto&) {
-        for (float v : g) ss += double(v) * v;
-    });
-    return std::sqrt(ss);
+    ThreadPool calling_thread(1);
+    return grad_norm(calling_thread, grads, cfg);
 }
 
 /// Scales all gradients by max_norm / norm when the global norm exceeds max_norm (PyTorch's
 /// clip_grad_norm_). Returns the norm before clipping, the number worth logging.
 template <class Tensors, class Cfg>
-double clip_grad_norm(Tensors& grads, const Cfg& cfg, double max_norm) {
+double clip_grad_norm(ThreadPool& pool, Tensors& grads, const Cfg& cfg, double max_norm) {
     detail::require(max_norm > 0, "train",
                     [&] { return "clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm); });
-    const double norm = grad_norm(grads, cfg);
+    const double norm = grad_norm(pool, grads, cfg);
     if (norm > max_norm) {
         const float scale = static_cast<float>(max_norm / (norm + 1e-6));
-        for_each_tensor(grads, cfg, [&](const std::string&, std::vector<float>& g, const auto&) {
-            for (float& v : g) v *= scale;
+        const std::vector<std::span<float>> runs = detail::tensor_runs(grads, cfg);
+        pool.parallel_for(static_cast<int>(runs.size()), [&](int r) {
+            for (float& v : runs[r]) v *= scale;
         });
     }
     return norm;
+}
+
+template <class Tensors, class Cfg>
+double clip_grad_norm(Tensors& grads, const Cfg& cfg, double max_norm) {
+    ThreadPool calling_thread(1);
+    return clip_grad_norm(calling_thread, grads, cfg, max_norm);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -120,8 +156,14 @@ public:
         for (const Slot& s : slots) {
             const float decay = s.decays ? lr * opt_.weight_decay : 0.0f;
             detail::parallel_rows(pool, static_cast<int>((s.n + 1023) / 1024), [&](int c0, int c1) {
+                const std::size_t i0 = static_cast<std::size_t>(c0) * 1024;
                 const std::size_t i1 = std::min(s.n, static_cast<std::size_t>(c1) * 1024);
-                for (std::size_t i = static_cast<std::size_t>(c0) * 1024; i < i1; ++i) {
+#if defined(__x86_64__)
+                if (detail::train_kernels_available())
+                    return detail::adamw_avx512(s.p + i0, s.g + i0, s.m + i0, s.v + i0, i1 - i0,
+                                                {opt_.beta1, opt_.beta2, opt_.eps, lr, decay, bias1, bias2});
+#endif
+                for (std::size_t i = i0; i < i1; ++i) {
                     const float g = s.g[i];
                     s.m[i] = opt_.beta1 * s.m[i] + (1.0f - opt_.beta1) * g;
                     s.v[i] = opt_.beta2 * s.v[i] + (1.0f - opt_.beta2) * g * g;
@@ -135,6 +177,24 @@ public:
 
     int t() const { return t_; }
     const AdamWOptions& options() const { return opt_; }
+
+    /// The first and second moments, shaped like the parameters: with them, the parameters and t(),
+    /// a run saved between steps continues bit for bit (io/train_state.hpp).
+    const Tensors& first_moment() const { return m_; }
+    const Tensors& second_moment() const { return v_; }
+
+    /// Continues from a saved state: moments shaped like the parameters, `t` steps taken.
+    void restore(Tensors m, Tensors v, int t) {
+        const auto sizes = [&](const Tensors& set) {
+            std::vector<std::size_t> n;
+            for_each_tensor(set, cfg_, [&](const std::string&, const std::vector<float>& x, const auto&) { n.push_back(x.size()); });
+            return n;
+        };
+        detail::require(sizes(m) == sizes(m_) && sizes(v) == sizes(v_) && t >= 0, "train", [&] {
+            return "AdamW::restore: moments not shaped like this optimizer's parameters, or t = " + std::to_string(t) + " < 0";
+        });
+        m_ = std::move(m), v_ = std::move(v), t_ = t;
+    }
 
 private:
     struct Slot {

@@ -16,6 +16,10 @@
 // Use: forward(batch); add losses into dlogits()/dhidden() (cross_entropy() is the common one);
 // backward(); optimizer step; zero_grad(). Backward adds into grads(), so several forward/backward
 // pairs before one step accumulate gradients over micro-batches.
+//
+// Every layer call passes TrainOptions::reference on as `fast = !reference` (layers.hpp): the fast
+// path runs the products on gemm.hpp's kernel, with each residual add inside the product that
+// feeds it, and the steps between them on kernels.hpp; the reference path is the layers' plain loops.
 
 #include <algorithm>
 #include <cstdint>
@@ -61,11 +65,15 @@ struct LayerActivations {
     std::vector<float> act;        // (N, F)     silu(gate) · up, input of down_proj
 };
 
+struct TrainOptions {
+    bool reference = false;  // the layers' plain loops (products through matmul): the oracle of the fast path
+};
+
 class TrainableLlama {
 public:
     /// The pool is the caller's and must outlive the model (every layer runs on it).
-    TrainableLlama(Config config, Weights initial, ThreadPool& pool)
-        : cfg_(config), params_(std::move(initial)), pool_(&pool) {
+    TrainableLlama(Config config, Weights initial, ThreadPool& pool, TrainOptions options = {})
+        : cfg_(config), params_(std::move(initial)), pool_(&pool), fast_(!options.reference) {
         cfg_.validate();
         validate(params_, cfg_);
         grads_ = params_;
@@ -73,6 +81,7 @@ public:
     }
 
     const Config& config() const { return cfg_; }
+    TrainOptions options() const { return {.reference = !fast_}; }
     ThreadPool& pool() { return *pool_; }
     Weights& params() { return params_; }
     const Weights& params() const { return params_; }
@@ -80,8 +89,8 @@ public:
     const Weights& grads() const { return grads_; }
 
     void zero_grad() {
-        for_each_tensor(grads_, cfg_, [](const std::string&, std::vector<float>& t, std::size_t) {
-            std::fill(t.begin(), t.end(), 0.0f);
+        for_each_tensor(grads_, cfg_, [&](const std::string&, std::vector<float>& t, std::size_t) {
+            detail::fill(*pool_, t, 0.0f);
         });
     }
 
@@ -110,11 +119,12 @@ public:
         }
         const int N = rows(), D = cfg_.hidden_size;
         rmsnorm_forward(*pool_, final_.data(), final_rstd_.data(), resid_.back().data(), params_.norm.data(), N, D,
-                        cfg_.rms_norm_eps);
+                        cfg_.rms_norm_eps, fast_);
         keep_hidden(cfg_.num_hidden_layers, final_);
-        linear_forward(*pool_, logits_.data(), final_.data(), params_.output_matrix().data(), N, D, cfg_.vocab_size);
-        std::fill(dlogits_.begin(), dlogits_.end(), 0.0f);
-        for (auto& d : dhidden_) std::fill(d.begin(), d.end(), 0.0f);
+        linear_forward(*pool_, logits_.data(), final_.data(), params_.output_matrix().data(), N, D, cfg_.vocab_size,
+                       fast_);
+        detail::fill(*pool_, dlogits_, 0.0f);
+        for (auto& d : dhidden_) detail::fill(*pool_, d, 0.0f);
     }
 
     int batch_size() const { return B_; }
@@ -137,7 +147,7 @@ public:
                    " rows (B*T) of the last forward";
         });
         return train::cross_entropy(*pool_, dlogits_.data(), logits_.data(), targets.data(), rows(), cfg_.vocab_size,
-                                    weight);
+                                    weight, fast_);
     }
 
     // ---- backward ---------------------------------------------------------------------------------
@@ -146,13 +156,13 @@ public:
     void backward() {
         const int N = rows(), D = cfg_.hidden_size, L = cfg_.num_hidden_layers;
         std::vector<float>& dout_matrix = cfg_.tie_word_embeddings ? grads_.embed : grads_.lm_head;
-        std::fill(dfinal_.begin(), dfinal_.end(), 0.0f);
+        detail::fill(*pool_, dfinal_, 0.0f);
         linear_backward(*pool_, dfinal_.data(), dout_matrix.data(), dlogits_.data(), final_.data(),
-                        params_.output_matrix().data(), N, D, cfg_.vocab_size, scratch_);
+                        params_.output_matrix().data(), N, D, cfg_.vocab_size, scratch_, fast_);
         add_dhidden(L, dfinal_);
-        std::fill(dres_.begin(), dres_.end(), 0.0f);
+        detail::fill(*pool_, dres_, 0.0f);
         rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
-                         params_.norm.data(), final_rstd_.data(), N, D);
+                         params_.norm.data(), final_rstd_.data(), N, D, fast_);
         for (int l = L - 1; l >= 0; --l) {
             layer_backward(l);  // dres_: gradient of resid_[l + 1] -> of resid_[l]
             add_dhidden(l, dres_);
@@ -247,11 +257,16 @@ private:
 
     void set_positions_and_mask(const ModelInput& in) {
         tokens_.assign(in.tokens.begin(), in.tokens.end());
+        std::vector<int> positions(in.positions.begin(), in.positions.end());
         if (in.positions.empty()) {
-            positions_.resize(tokens_.size());
-            for (std::size_t i = 0; i < positions_.size(); ++i) positions_[i] = static_cast<int>(i % in.T);
-        } else {
-            positions_.assign(in.positions.begin(), in.positions.end());
+            positions.resize(tokens_.size());
+            for (std::size_t i = 0; i < positions.size(); ++i) positions[i] = static_cast<int>(i % in.T);
+        }
+        // The table costs a sine and a cosine per row and rotation pair: kept while the positions are
+        // the same (every training step of a run).
+        if (positions != positions_ || rope_.forward.empty()) {
+            positions_ = std::move(positions);
+            rope_ = rope_table(positions_, cfg_.head_dim(), cfg_.rope_theta);
         }
         if (in.mask.empty()) {
             mask_ = causal_mask(in.T, in.T);
@@ -284,24 +299,24 @@ private:
         const float* x = resid_[l].data();
         float* out = resid_[l + 1].data();
 
-        rmsnorm_forward(*pool_, a.attn_in.data(), a.attn_rstd.data(), x, w.attn_norm.data(), N, D, cfg_.rms_norm_eps);
-        linear_forward(*pool_, a.q.data(), a.attn_in.data(), w.wq.data(), N, D, qd);
-        linear_forward(*pool_, a.k.data(), a.attn_in.data(), w.wk.data(), N, D, kvd);
-        linear_forward(*pool_, a.v.data(), a.attn_in.data(), w.wv.data(), N, D, kvd);
-        rope_forward(*pool_, a.q.data(), positions_.data(), N, H, hd, cfg_.rope_theta);
-        rope_forward(*pool_, a.k.data(), positions_.data(), N, Hkv, hd, cfg_.rope_theta);
+        const float eps = cfg_.rms_norm_eps;
+        rmsnorm_forward(*pool_, a.attn_in.data(), a.attn_rstd.data(), x, w.attn_norm.data(), N, D, eps, fast_);
+        linear_forward(*pool_, a.q.data(), a.attn_in.data(), w.wq.data(), N, D, qd, fast_);
+        linear_forward(*pool_, a.k.data(), a.attn_in.data(), w.wk.data(), N, D, kvd, fast_);
+        linear_forward(*pool_, a.v.data(), a.attn_in.data(), w.wv.data(), N, D, kvd, fast_);
+        rope_forward(*pool_, a.q.data(), rope_, N, H, hd, fast_);
+        rope_forward(*pool_, a.k.data(), rope_, N, Hkv, hd, fast_);
         attention_forward(*pool_, a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), attention_shape(),
-                          AttentionMask{mask_.data(), mask_per_sequence_});
-        linear_forward(*pool_, a.x_mid.data(), a.att.data(), w.wo.data(), N, qd, D);
-        for (std::size_t i = 0; i < a.x_mid.size(); ++i) a.x_mid[i] += x[i];
+                          AttentionMask{mask_.data(), mask_per_sequence_}, fast_);
+        detail::copy(*pool_, a.x_mid.data(), x, a.x_mid.size());  // the residual; o_proj adds into it
+        linear_forward_add(*pool_, a.x_mid.data(), a.att.data(), w.wo.data(), N, qd, D, fast_);
 
-        rmsnorm_forward(*pool_, a.mlp_in.data(), a.mlp_rstd.data(), a.x_mid.data(), w.mlp_norm.data(), N, D,
-                        cfg_.rms_norm_eps);
-        linear_forward(*pool_, a.gate.data(), a.mlp_in.data(), w.w_gate.data(), N, D, F);
-        linear_forward(*pool_, a.up.data(), a.mlp_in.data(), w.w_up.data(), N, D, F);
-        swiglu_forward(*pool_, a.act.data(), a.gate.data(), a.up.data(), N, F);
-        linear_forward(*pool_, out, a.act.data(), w.w_down.data(), N, F, D);
-        for (std::size_t i = 0; i < a.x_mid.size(); ++i) out[i] += a.x_mid[i];
+        rmsnorm_forward(*pool_, a.mlp_in.data(), a.mlp_rstd.data(), a.x_mid.data(), w.mlp_norm.data(), N, D, eps, fast_);
+        linear_forward(*pool_, a.gate.data(), a.mlp_in.data(), w.w_gate.data(), N, D, F, fast_);
+        linear_forward(*pool_, a.up.data(), a.mlp_in.data(), w.w_up.data(), N, D, F, fast_);
+        swiglu_forward(*pool_, a.act.data(), a.gate.data(), a.up.data(), N, F, fast_);
+        detail::copy(*pool_, out, a.x_mid.data(), a.x_mid.size());  // the residual; down_proj adds into it
+        linear_forward_add(*pool_, out, a.act.data(), w.w_down.data(), N, F, D, fast_);
     }
 
     void keep_hidden(int layer, const std::vector<float>& state) {
@@ -327,47 +342,47 @@ private:
         const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, qd = H * hd, kvd = cfg_.kv_dim();
 
         // MLP branch: dres_ becomes d(x_mid).
-        std::fill(d_act_.begin(), d_act_.end(), 0.0f);
+        detail::fill(*pool_, d_act_, 0.0f);
         linear_backward(*pool_, d_act_.data(), g.w_down.data(), dres_.data(), a.act.data(), w.w_down.data(), N, F, D,
-                        scratch_);
-        std::fill(d_gate_.begin(), d_gate_.end(), 0.0f);
-        std::fill(d_up_.begin(), d_up_.end(), 0.0f);
-        swiglu_backward(*pool_, d_gate_.data(), d_up_.data(), d_act_.data(), a.gate.data(), a.up.data(), N, F);
-        std::fill(d_norm_in_.begin(), d_norm_in_.end(), 0.0f);
+                        scratch_, fast_);
+        detail::fill(*pool_, d_gate_, 0.0f);
+        detail::fill(*pool_, d_up_, 0.0f);
+        swiglu_backward(*pool_, d_gate_.data(), d_up_.data(), d_act_.data(), a.gate.data(), a.up.data(), N, F, fast_);
+        detail::fill(*pool_, d_norm_in_, 0.0f);
         linear_backward(*pool_, d_norm_in_.data(), g.w_gate.data(), d_gate_.data(), a.mlp_in.data(), w.w_gate.data(), N,
-                        D, F, scratch_);
+                        D, F, scratch_, fast_);
         linear_backward(*pool_, d_norm_in_.data(), g.w_up.data(), d_up_.data(), a.mlp_in.data(), w.w_up.data(), N, D, F,
-                        scratch_);
+                        scratch_, fast_);
         rmsnorm_backward(*pool_, dres_.data(), g.mlp_norm.data(), d_norm_in_.data(), a.x_mid.data(), w.mlp_norm.data(),
-                         a.mlp_rstd.data(), N, D);
+                         a.mlp_rstd.data(), N, D, fast_);
 
         // Attention branch: dres_ becomes d(resid_[l]).
-        std::fill(d_att_.begin(), d_att_.end(), 0.0f);
+        detail::fill(*pool_, d_att_, 0.0f);
         linear_backward(*pool_, d_att_.data(), g.wo.data(), dres_.data(), a.att.data(), w.wo.data(), N, qd, D,
-                        scratch_);
-        std::fill(dq_.begin(), dq_.end(), 0.0f);
-        std::fill(dk_.begin(), dk_.end(), 0.0f);
-        std::fill(dv_.begin(), dv_.end(), 0.0f);
+                        scratch_, fast_);
+        detail::fill(*pool_, dq_, 0.0f);
+        detail::fill(*pool_, dk_, 0.0f);
+        detail::fill(*pool_, dv_, 0.0f);
         attention_backward(*pool_, dq_.data(), dk_.data(), dv_.data(), d_att_.data(), a.probs.data(), a.q.data(),
-                           a.k.data(), a.v.data(), attention_shape());
-        rope_backward(*pool_, dq_.data(), positions_.data(), N, H, hd, cfg_.rope_theta);
-        rope_backward(*pool_, dk_.data(), positions_.data(), N, Hkv, hd, cfg_.rope_theta);
-        std::fill(d_norm_in_.begin(), d_norm_in_.end(), 0.0f);
+                           a.k.data(), a.v.data(), attention_shape(), fast_);
+        rope_backward(*pool_, dq_.data(), rope_, N, H, hd, fast_);
+        rope_backward(*pool_, dk_.data(), rope_, N, Hkv, hd, fast_);
+        detail::fill(*pool_, d_norm_in_, 0.0f);
         linear_backward(*pool_, d_norm_in_.data(), g.wq.data(), dq_.data(), a.attn_in.data(), w.wq.data(), N, D, qd,
-                        scratch_);
+                        scratch_, fast_);
         linear_backward(*pool_, d_norm_in_.data(), g.wk.data(), dk_.data(), a.attn_in.data(), w.wk.data(), N, D, kvd,
-                        scratch_);
+                        scratch_, fast_);
         linear_backward(*pool_, d_norm_in_.data(), g.wv.data(), dv_.data(), a.attn_in.data(), w.wv.data(), N, D, kvd,
-                        scratch_);
+                        scratch_, fast_);
         rmsnorm_backward(*pool_, dres_.data(), g.attn_norm.data(), d_norm_in_.data(), resid_[l].data(),
-                         w.attn_norm.data(), a.attn_rstd.data(), N, D);
+                         w.attn_norm.data(), a.attn_rstd.data(), N, D, fast_);
     }
 
     /// Token rows scatter into embed_tokens' gradient (summed with the LM head's when tied); soft-prompt
     /// rows hand their gradient to the caller.
     void embed_backward() {
         const int N = rows(), D = cfg_.hidden_size;
-        embedding_backward(grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
+        embedding_backward(*pool_, grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
         for (int i = 0; i < N; ++i)
             if (tokens_[i] == kEmbeddingInput)
                 std::copy_n(dres_.data() + static_cast<std::size_t>(i) * D, D,
@@ -386,11 +401,13 @@ private:
     Weights params_;
     Weights grads_;  // same shapes as params_; backward adds into it
     ThreadPool* pool_;
+    bool fast_ = true;  // !TrainOptions::reference
     int B_ = 0, T_ = 0;
 
     // Inputs of the last forward.
     std::vector<int> tokens_;                // (N)
     std::vector<int> positions_;             // (N)
+    RopeTable rope_;                         // the rotations of positions_
     std::vector<std::uint8_t> mask_;         // (T, T) or (B, T, T)
     bool mask_per_sequence_ = false;
     std::vector<int> hidden_layers_;
@@ -414,5 +431,22 @@ private:
     std::vector<float> d_act_, d_gate_, d_up_;    // (N, F)
     LinearScratch<float> scratch_;
 };
+
+// ---------------------------------------------------------------------------------------------------
+// Model FLOPs
+
+/// FLOPs per token of a forward over windows of T tokens under a causal mask, counting the matrix
+/// products only: 2 per weight of every product (the LM head included; an untied embedding table is
+/// gathered, not multiplied) and, per layer, 4·H·hd per visible key for the scores and the weighted
+/// values, (T + 1) / 2 keys on average. A training step costs three times this (the backward does
+/// two products per forward product): the 6N + attention of model FLOPs utilisation (PaLM, App. B,
+/// whose attention term counts all T keys; here only the keys a causal mask leaves).
+inline double forward_flops_per_token(const Config& c, int T) {
+    const double D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, L = c.num_hidden_layers;
+    const double q = static_cast<double>(c.num_attention_heads) * c.head_dim(), kv = c.kv_dim();
+    const double weights = L * (D * q + 2 * D * kv + q * D + 3 * D * F) + V * D;
+    const double attention = L * 4.0 * q * (T + 1) / 2.0;
+    return 2.0 * weights + attention;
+}
 
 }  // namespace specdec::train

@@ -54,6 +54,7 @@ struct ProgressState {
     double loss = NAN;      // NaN: no loss column
     double units = 0;       // work done so far (tokens), for the rate
     double elapsed_s = 0;
+    int first_step = 0;     // steps done before this run started (a resumed run): rate and ETA count from it
 };
 
 /// The line for a snapshot, without '\r' or newline.
@@ -66,8 +67,8 @@ inline std::string format_progress(const ProgressState& s, const std::string& un
     }
     if (s.elapsed_s > 0) line += " | " + format_rate(s.units / s.elapsed_s) + " " + unit + "/s";
     line += " | " + format_duration(s.elapsed_s) + " elapsed";
-    if (s.step > 0 && s.step < s.total_steps)
-        line += " | ETA " + format_duration(s.elapsed_s / s.step * (s.total_steps - s.step));
+    if (s.step > s.first_step && s.step < s.total_steps)
+        line += " | ETA " + format_duration(s.elapsed_s / (s.step - s.first_step) * (s.total_steps - s.step));
     return line;
 }
 
@@ -75,6 +76,7 @@ struct ProgressOptions {
     bool terminal = false;       // redraw one line with '\r' (else: plain lines)
     double plain_every_s = 10;   // seconds between plain lines
     std::string unit = "tok";    // what `units` counts
+    int first_step = 0;          // steps done before this run (a resumed run); pass units done in this run
 };
 
 /// Writes the progress of a run of `total_steps` steps to `out`. Times come from a steady clock
@@ -88,7 +90,7 @@ public:
     void update(int step, double loss, double units) { update_at(step, loss, units, seconds_since_start()); }
 
     void update_at(int step, double loss, double units, double elapsed_s) {
-        last_ = {step, total_, loss, units, elapsed_s};
+        last_ = {step, total_, loss, units, elapsed_s, opt_.first_step};
         const double interval = opt_.terminal ? 0.1 : opt_.plain_every_s;
         const bool first = written_at_ < 0;
         if (!first && elapsed_s - written_at_ < interval && step < total_) return;

@@ -214,6 +214,14 @@ double peak_rate(ThreadPool& pool, Loop loop) {
     return best;
 }
 
+/// The f32 FMA ceiling of `pool`'s threads: the better of all threads measured together and the
+/// thread count times one thread alone. On a machine shared with other work, all threads rarely run
+/// undisturbed for a whole pass at once, and the first figure alone can come out at one core's rate.
+inline double fma_ceiling(ThreadPool& pool) {
+    ThreadPool one(1);
+    return std::max(peak_rate(pool, fma_best), pool.size() * peak_rate(one, fma_best));
+}
+
 /// Fills `big` (first touch in parallel, so pages spread over the threads) and measures all four ceilings.
 /// Pass a HugeVector: the model's weights and KV cache sit on huge pages, so their floor is read from
 /// the same kind of memory.

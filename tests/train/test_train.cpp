@@ -18,6 +18,7 @@
 #include "detail/train/optimizer.hpp"
 #include "detail/util/progress.hpp"
 #include "detail/util/svg.hpp"
+#include "detail/io/train_state.hpp"
 #include "detail/train/layers.hpp"
 #include "detail/train/trainable_llama.hpp"
 
@@ -76,7 +77,7 @@ TEST_CASE("embedding backward scatters gradients into the rows of the tokens use
         return dot(out, c);
     };
     std::vector<double> grad(V * D, 0.0);
-    embedding_backward(grad.data(), c.data(), tokens.data(), N, D);
+    embedding_backward(pool, grad.data(), c.data(), tokens.data(), N, D);
     check_gradient(embed, grad, loss, "embed");
 }
 
@@ -135,14 +136,15 @@ TEST_CASE("rope backward is the inverse rotation", "[train][layers]") {
     ThreadPool pool(2);
     const int N = 3, heads = 2, hd = 8;
     const std::vector<int> positions{0, 5, 17};
+    const RopeTable table = rope_table(positions, hd, 10000.0f);
     std::vector<double> x = randn(N * heads * hd, 12), c = randn(N * heads * hd, 13);
     auto loss = [&] {
         std::vector<double> y = x;
-        rope_forward(pool, y.data(), positions.data(), N, heads, hd, 10000.0f);
+        rope_forward(pool, y.data(), table, N, heads, hd);
         return dot(y, c);
     };
     std::vector<double> dx = c;
-    rope_backward(pool, dx.data(), positions.data(), N, heads, hd, 10000.0f);
+    rope_backward(pool, dx.data(), table, N, heads, hd);
     check_gradient(x, dx, loss, "dx");
 }
 
@@ -336,9 +338,10 @@ TEST_CASE("each loss's gradient matches finite differences of its value", "[trai
 
 namespace {
 
-Config train_config(bool gqa, bool tied) {
+/// Head size hd: 4 (the fast attention kernels with one masked vector) or 16 (one whole vector).
+Config train_config(bool gqa, bool tied, int hd = 4) {
     Config c = test::tiny_config(gqa, /*vocab=*/48);
-    c.hidden_size = 16;
+    c.hidden_size = 4 * hd;
     c.intermediate_size = 24;
     c.num_attention_heads = 4;
     c.num_key_value_heads = gqa ? 2 : 4;
@@ -413,8 +416,9 @@ TEST_CASE("the trainable model computes CpuModel's logits under a causal mask", 
 TEST_CASE("the model's parameter gradients match finite differences", "[train][model]") {
     const bool gqa = GENERATE(false, true);
     const bool tied = GENERATE(false, true);
-    CAPTURE(gqa, tied);
-    const Config cfg = train_config(gqa, tied);
+    const int hd = GENERATE(4, 16);
+    CAPTURE(gqa, tied, hd);
+    const Config cfg = train_config(gqa, tied, hd);
     ThreadPool pool(2);
     TrainableLlama model(cfg, random_weights(cfg, 5, 0.3f), pool);
     const int B = 2, T = 6;
@@ -587,7 +591,7 @@ double train_steps(TrainableLlama& model, const TokenFile& file, int steps, int 
         model.forward(ModelInput{.B = B, .T = T, .tokens = w.inputs});
         loss = model.cross_entropy(w.targets);
         model.backward();
-        clip_grad_norm(model.grads(), model.config(), 1.0);
+        clip_grad_norm(model.pool(), model.grads(), model.config(), 1.0);
         opt.step(model.pool(), model.params(), model.grads(), schedule.at(step));
     }
     return loss;
@@ -631,6 +635,81 @@ TEST_CASE("a tiny model learns a repeating sequence", "[train][learning]") {
     CHECK(eval.loss < 0.1);
     CHECK_THAT(eval.perplexity, Catch::Matchers::WithinRel(std::exp(eval.loss), 1e-9));
     std::filesystem::remove(path);
+}
+
+namespace {
+
+/// Steps [first, last) of a run of `total` steps (AdamW, clipping, warm-up + cosine), as train_demo
+/// takes them; returns each step's loss.
+std::vector<double> run_steps(TrainableLlama& model, AdamW<>& opt, const TokenFile& file, int first, int last, int total) {
+    const CosineSchedule schedule{.max_lr = 1e-2f, .min_lr = 1e-3f, .warmup_steps = 10, .total_steps = total};
+    std::vector<double> losses;
+    for (int step = first; step < last; ++step) {
+        const WindowBatch w = random_windows(file, TokenRange{0, file.size()}, 4, 16, 3, static_cast<std::uint32_t>(step));
+        model.zero_grad();
+        model.forward(ModelInput{.B = 4, .T = 16, .tokens = w.inputs});
+        losses.push_back(model.cross_entropy(w.targets));
+        model.backward();
+        clip_grad_norm(model.pool(), model.grads(), model.config(), 1.0);
+        opt.step(model.pool(), model.params(), model.grads(), schedule.at(step));
+    }
+    return losses;
+}
+
+}  // namespace
+
+TEST_CASE("a run saved after 50 steps and resumed from the file equals one run of 100 steps", "[train][resume]") {
+    const Config cfg = train_config(true, true, /*hd=*/16);  // head size 16: the fast kernels throughout
+    const std::string tokens = temp_path("resume.bin"), state = temp_path("resume.safetensors");
+    write_token_file(tokens, token_rows(600, cfg.vocab_size, 12));
+    const TokenFile file(tokens);
+    ThreadPool pool(2);
+    const AdamWOptions adamw{.weight_decay = 0.1f};
+
+    TrainableLlama whole(cfg, random_weights(cfg, 13, 0.1f), pool);
+    AdamW<> whole_opt(cfg, whole.params(), adamw);
+    const std::vector<double> expected = run_steps(whole, whole_opt, file, 0, 100, 100);
+
+    std::vector<double> losses;
+    {
+        TrainableLlama first(cfg, random_weights(cfg, 13, 0.1f), pool);
+        AdamW<> first_opt(cfg, first.params(), adamw);
+        losses = run_steps(first, first_opt, file, 0, 50, 100);
+        json::Object record;
+        record.set("step", 50);
+        record.set("adamw_t", first_opt.t());
+        save_train_state(state, cfg, first.params(), first_opt.first_moment(), first_opt.second_moment(),
+                         json::Value(std::move(record)));
+    }
+    // Fresh objects from other weights: everything the second half needs must come from the file.
+    TrainableLlama second(cfg, random_weights(cfg, 99, 0.5f), pool);
+    AdamW<> second_opt(cfg, second.params(), adamw);
+    Weights m = second_opt.first_moment(), v = second_opt.second_moment();
+    const json::Value record = load_train_state(state, cfg, second.params(), m, v);
+    REQUIRE(record.at("step").as_int() == 50);
+    second_opt.restore(std::move(m), std::move(v), static_cast<int>(record.at("adamw_t").as_int()));
+    const std::vector<double> rest = run_steps(second, second_opt, file, 50, 100, 100);
+    losses.insert(losses.end(), rest.begin(), rest.end());
+
+    CHECK(losses == expected);  // every step's loss, bit for bit
+    std::vector<const std::vector<float>*> want;
+    for_each_tensor(whole.params(), cfg, [&](const std::string&, const std::vector<float>& t, std::size_t) { want.push_back(&t); });
+    std::size_t i = 0;
+    for_each_tensor(second.params(), cfg, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+        INFO(name);
+        CHECK(t == *want[i++]);
+    });
+    CHECK(second_opt.first_moment().layers[1].w_up == whole_opt.first_moment().layers[1].w_up);
+
+    SECTION("a state of another model is refused, naming the tensor") {
+        Config other = cfg;
+        other.intermediate_size = 32;
+        Weights p = random_weights(other, 1), om = p, ov = p;
+        CHECK_THROWS_WITH(load_train_state(state, other, p, om, ov),
+                          Catch::Contains("gate_proj") && Catch::Contains("another model"));
+    }
+    std::filesystem::remove(tokens);
+    std::filesystem::remove(state);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -733,6 +812,9 @@ TEST_CASE("the progress line shows step, loss, rate, elapsed time and ETA", "[tr
     CHECK(format_progress(ProgressState{120, 2000, 3.2141, 1200.0 * 42, 42}) ==
           "step 120/2000 | loss 3.214 | 1.2k tok/s | 00:42 elapsed | ETA 10:58");
     CHECK(format_duration(3727) == "1:02:07");
+    // A run resumed at step 100: the rate and ETA come from the 50 steps of this run.
+    CHECK(format_progress(ProgressState{150, 200, 2.0, 50.0 * 100, 100, 100}) ==
+          "step 150/200 | loss 2.000 | 50 tok/s | 01:40 elapsed | ETA 01:40");
     std::ostringstream plain;
     ProgressLine line(plain, 100, ProgressOptions{.terminal = false, .plain_every_s = 10});
     line.update_at(1, 4.0, 100, 0.5);   // first: written

@@ -133,8 +133,8 @@ public:
     const GlideParams<Real>& grads() const { return grads_; }
 
     void zero_grad() {
-        for_each_tensor(grads_, cfg_, [](const std::string&, std::vector<Real>& t, const auto&) {
-            std::fill(t.begin(), t.end(), Real(0));
+        for_each_tensor(grads_, cfg_, [&](const std::string&, std::vector<Real>& t, const auto&) {
+            detail::fill(*pool_, t, Real(0));
         });
     }
 
@@ -153,7 +153,7 @@ public:
         rmsnorm_forward(*pool_, final_.data(), final_rstd_.data(), resid_.back().data(), params_.norm.data(), N, D,
                         c.rms_norm_eps);
         linear_forward(*pool_, logits_.data(), final_.data(), params_.output_matrix().data(), N, D, c.vocab_size);
-        std::fill(dlogits_.begin(), dlogits_.end(), Real(0));
+        detail::fill(*pool_, dlogits_, Real(0));
     }
 
     /// Mean next-token cross-entropy against targets (B, T), added into dlogits with `weight`.
@@ -171,14 +171,14 @@ public:
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size;
         std::vector<Real>& dout_matrix = c.tie_word_embeddings ? grads_.embed : grads_.lm_head;
-        std::fill(dfinal_.begin(), dfinal_.end(), Real(0));
+        detail::fill(*pool_, dfinal_, Real(0));
         linear_backward(*pool_, dfinal_.data(), dout_matrix.data(), dlogits_.data(), final_.data(),
                         params_.output_matrix().data(), N, D, c.vocab_size, scratch_);
-        std::fill(dres_.begin(), dres_.end(), Real(0));
+        detail::fill(*pool_, dres_, Real(0));
         rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
                          params_.norm.data(), final_rstd_.data(), N, D);
         for (int m = c.num_hidden_layers - 1; m >= 0; --m) layer_backward(m);
-        embedding_backward(grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
+        embedding_backward(*pool_, grads_.embed.data(), dres_.data(), tokens_.data(), N, D);
     }
 
 private:
@@ -228,6 +228,9 @@ private:
         tokens_.assign(in.tokens.begin(), in.tokens.end());
         positions_.resize(tokens_.size());
         for (std::size_t i = 0; i < positions_.size(); ++i) positions_[i] = static_cast<int>(i % in.T);
+        self_rope_ = rope_table(positions_, c.head_dim(), c.rope_theta);
+        if (cfg_.glide_cross_attention)
+            cross_rope_ = rope_table(positions_, cfg_.glide_cross_head_dim, cfg_.glide_target_rope_theta);
         self_mask_ = causal_mask(in.T, in.T);
         cross_mask_.assign(in.cross_mask.begin(), in.cross_mask.end());
 
@@ -291,12 +294,12 @@ private:
         linear_forward(*pool_, a.q.data(), a.attn_in.data(), w.wq.data(), N, D, qd);
         linear_forward(*pool_, a.k.data(), a.attn_in.data(), w.wk.data(), N, D, kvd);
         linear_forward(*pool_, a.v.data(), a.attn_in.data(), w.wv.data(), N, D, kvd);
-        rope_forward(*pool_, a.q.data(), positions_.data(), N, H, hd, c.rope_theta);
-        rope_forward(*pool_, a.k.data(), positions_.data(), N, Hkv, hd, c.rope_theta);
+        rope_forward(*pool_, a.q.data(), self_rope_, N, H, hd);
+        rope_forward(*pool_, a.k.data(), self_rope_, N, Hkv, hd);
         attention_forward(*pool_, a.att.data(), a.probs.data(), a.q.data(), a.k.data(), a.v.data(), self_shape(),
                           AttentionMask{self_mask_.data()});
-        linear_forward(*pool_, a.x_attn.data(), a.att.data(), w.wo.data(), N, qd, D);
-        for (std::size_t i = 0; i < a.x_attn.size(); ++i) a.x_attn[i] += x[i];
+        detail::copy(*pool_, a.x_attn.data(), x, a.x_attn.size());  // the residual; o_proj adds into it
+        linear_forward_add(*pool_, a.x_attn.data(), a.att.data(), w.wo.data(), N, qd, D);
 
         // Cross-attention (GLIDE §4.1): queries at the drafter's positions, rotated like the target's
         // keys; keys and values are the target's layer N_T - N_D + m, masked block-wise.
@@ -304,12 +307,11 @@ private:
             const int cq = cfg_.cross_dim();
             rmsnorm_forward(*pool_, a.cross_in.data(), a.cross_rstd.data(), a.x_attn.data(), w.cross_norm.data(), N, D, eps);
             linear_forward(*pool_, a.cq.data(), a.cross_in.data(), w.cross_wq.data(), N, D, cq);
-            rope_forward(*pool_, a.cq.data(), positions_.data(), N, cfg_.glide_cross_heads, cfg_.glide_cross_head_dim,
-                         cfg_.glide_target_rope_theta);
+            rope_forward(*pool_, a.cq.data(), cross_rope_, N, cfg_.glide_cross_heads, cfg_.glide_cross_head_dim);
             attention_forward(*pool_, a.catt.data(), a.cprobs.data(), a.cq.data(), target_->k[m].data(),
                               target_->v[m].data(), cross_shape(), AttentionMask{cross_mask_.data()});
-            linear_forward(*pool_, a.x_cross.data(), a.catt.data(), w.cross_wo.data(), N, cq, D);
-            for (std::size_t i = 0; i < a.x_cross.size(); ++i) a.x_cross[i] += a.x_attn[i];
+            detail::copy(*pool_, a.x_cross.data(), a.x_attn.data(), a.x_attn.size());  // the residual; the cross o_proj adds into it
+            linear_forward_add(*pool_, a.x_cross.data(), a.catt.data(), w.cross_wo.data(), N, cq, D);
         }
 
         // SwiGLU.
@@ -319,8 +321,8 @@ private:
         linear_forward(*pool_, a.gate.data(), a.mlp_in.data(), w.w_gate.data(), N, D, F);
         linear_forward(*pool_, a.up.data(), a.mlp_in.data(), w.w_up.data(), N, D, F);
         swiglu_forward(*pool_, a.act.data(), a.gate.data(), a.up.data(), N, F);
-        linear_forward(*pool_, out, a.act.data(), w.w_down.data(), N, F, D);
-        for (std::size_t i = 0; i < static_cast<std::size_t>(N) * D; ++i) out[i] += h[i];
+        detail::copy(*pool_, out, h, static_cast<std::size_t>(N) * D);  // the residual; down_proj adds into it
+        linear_forward_add(*pool_, out, a.act.data(), w.w_down.data(), N, F, D);
     }
 
     /// On entry dres_ is d(loss)/d(resid_[m + 1]); on exit d(loss)/d(resid_[m]). Each branch adds its
@@ -332,7 +334,7 @@ private:
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size, F = c.intermediate_size, hd = c.head_dim();
         const int H = c.num_attention_heads, Hkv = c.num_key_value_heads, qd = H * hd, kvd = c.kv_dim();
-        const auto zero = [](std::vector<Real>& v) { std::fill(v.begin(), v.end(), Real(0)); };
+        const auto zero = [&](std::vector<Real>& v) { detail::fill(*pool_, v, Real(0)); };
 
         // SwiGLU branch: dres_ becomes d(FFN input).
         zero(d_act_);
@@ -358,8 +360,7 @@ private:
             zero(dcq_), zero(d_target_k_), zero(d_target_v_);
             attention_backward(*pool_, dcq_.data(), d_target_k_.data(), d_target_v_.data(), d_catt_.data(),
                                a.cprobs.data(), a.cq.data(), target_->k[m].data(), target_->v[m].data(), cross_shape());
-            rope_backward(*pool_, dcq_.data(), positions_.data(), N, cfg_.glide_cross_heads, cfg_.glide_cross_head_dim,
-                          cfg_.glide_target_rope_theta);
+            rope_backward(*pool_, dcq_.data(), cross_rope_, N, cfg_.glide_cross_heads, cfg_.glide_cross_head_dim);
             zero(d_norm_in_);
             linear_backward(*pool_, d_norm_in_.data(), g.cross_wq.data(), dcq_.data(), a.cross_in.data(),
                             w.cross_wq.data(), N, D, cq, scratch_);
@@ -373,8 +374,8 @@ private:
         zero(dq_), zero(dk_), zero(dv_);
         attention_backward(*pool_, dq_.data(), dk_.data(), dv_.data(), d_att_.data(), a.probs.data(), a.q.data(),
                            a.k.data(), a.v.data(), self_shape());
-        rope_backward(*pool_, dq_.data(), positions_.data(), N, H, hd, c.rope_theta);
-        rope_backward(*pool_, dk_.data(), positions_.data(), N, Hkv, hd, c.rope_theta);
+        rope_backward(*pool_, dq_.data(), self_rope_, N, H, hd);
+        rope_backward(*pool_, dk_.data(), self_rope_, N, Hkv, hd);
         zero(d_norm_in_);
         linear_backward(*pool_, d_norm_in_.data(), g.wq.data(), dq_.data(), a.attn_in.data(), w.wq.data(), N, D, qd,
                         scratch_);
@@ -394,6 +395,7 @@ private:
 
     // Inputs of the last forward.
     std::vector<int> tokens_, positions_;   // (N)
+    RopeTable self_rope_, cross_rope_;      // the rotations of positions_: the drafter's, the target's
     std::vector<std::uint8_t> self_mask_;   // (T, T) causal
     std::vector<std::uint8_t> cross_mask_;  // (T, Tk)
     const TargetKv<Real>* target_ = nullptr;   // the caller's; must live until backward()
