@@ -18,7 +18,7 @@
 //
 // Build and run:  cmake --build build --target bench_train && ./build/bench_train [--threads N] [--rounds R]
 //                 [--batch B] [--seq T]
-// Prints a table (progress to stderr). About a minute with the defaults (2 threads, 5 rounds).
+// Prints a table (progress to stderr). Under a minute with the defaults (2 threads, 5 rounds).
 #include <time.h>
 
 #include <algorithm>
@@ -182,4 +182,5 @@ int main(int argc, char** argv) try {
     return 1;
 }
 // Prints: the ceiling, then one row per path (median ms per step with the spread over the rounds,
-// tokens/s, model GFLOP/s, % of the FMA ceiling), then where the fast step's time goes.
+// tokens/s, model GFLOP/s, % of the FMA ceiling, CPU ms per step and the work per CPU second as a
+// share of one core's ceiling), then where the fast step's time goes.

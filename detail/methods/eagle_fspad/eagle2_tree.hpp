@@ -11,10 +11,9 @@
 //      probability, get one drafter forward together; each proposes its top_k tokens as children;
 //   2. after `depth` forwards, rerank: of all the nodes proposed, the total_tokens - 1 with the highest
 //      joint probabilities, with the root, are the tree the target verifies.
-// A child's joint probability never exceeds its parent's, so the kept nodes are closed under
-// ancestors; the ranking breaks ties towards the node drafted first, which is also the shallower
-// one, so a parent always outranks its children (the scan below keeps closure by construction too).
-// The verified tree lists the kept nodes in drafting order (depth by depth), as EAGLE-2 sorts them.
+// A child's joint probability never exceeds its parent's and ties go to the node drafted first, so a
+// parent always outranks its children and the kept nodes are closed under ancestors. The verified
+// tree lists them in drafting order (depth by depth), as EAGLE-2 sorts its kept indices.
 //
 // Counting, from the EAGLE-2 code (SafeAILab/EAGLE, cnets.py `topK_genrate`): `total_token` counts
 // the root (it keeps total_token - 1 drafts and prepends the root), and its `depth` counts the loop's
@@ -39,6 +38,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,78 +77,50 @@ struct Eagle2Tree {
     template <ScoresNodes P>
     Tree build(P& proposer, int root_token, const StepContext& ctx) const {
         validate(proposer.vocab_size());
-        std::vector<Candidate> cand;  // every node proposed, in drafting order
-        Tree scored;                  // what the drafter sees: the root and the expanded candidates
+        Tree all;     // the root and every candidate, in drafting order
+        Tree scored;  // what the drafter sees: the root and the expanded candidates
+        all.add_root(root_token);
         scored.add_root(root_token);
-        std::vector<int> expanding{-1};  // candidates the next forward expands (-1: the root)
-        std::vector<int> nodes;          // their nodes in `scored`
+        std::vector<double> joint{1.0};  // per node of `all`: the product of probabilities from the root
+        std::vector<int> seen_as{0};     // per node of `all`: its node in `scored`, -1 if never expanded
+        std::vector<int> expanding{0};   // nodes of `all` the next forward expands
+        std::vector<int> asked;          // the same, as nodes of `scored`
         std::vector<float> q(static_cast<std::size_t>(proposer.vocab_size()));
         const int deepest = total_tokens > 1 ? std::min(depth, ctx.room) : 0;  // the room left near the context's end
         for (int d = 1; d <= deepest; ++d) {
-            nodes.clear();
-            for (int e : expanding) nodes.push_back(e < 0 ? 0 : at(cand, e).node);
-            const Rows logits = proposer.propose(scored, nodes);
-            const int first = static_cast<int>(cand.size());
+            asked.clear();
+            for (int e : expanding) asked.push_back(seen_as[static_cast<std::size_t>(e)]);
+            const Rows logits = proposer.propose(scored, asked);
+            const int first = all.size();
             for (std::size_t j = 0; j < expanding.size(); ++j) {
                 const int parent = expanding[j];
-                const double parent_joint = parent < 0 ? 1.0 : at(cand, parent).joint;
                 draft_probs(logits.row(static_cast<int>(j)), ctx.sampling, q);
-                for (int t : detail::top_indices(q, top_k))  // q <= 1: a child never outranks its parent
-                    cand.push_back({parent, t, q[t], parent_joint * std::min(q[t], 1.0f)});
+                for (int t : detail::top_indices(q, top_k)) {
+                    all.add(t, parent, q[t], Draw::kTopK);
+                    // q <= 1, so a child never outranks its parent (processed q can round above 1).
+                    joint.push_back(joint[static_cast<std::size_t>(parent)] * std::min(q[t], 1.0f));
+                    seen_as.push_back(-1);
+                }
             }
             if (d == deepest) break;
-            expanding = most_probable(cand, first, top_k);  // EAGLE-2's expansion
-            for (int c : expanding) {
-                Candidate& x = at(cand, c);
-                x.node = scored.add(x.token, x.parent < 0 ? 0 : at(cand, x.parent).node, x.prob, Draw::kTopK);
+            // Expansion: the newest depth's top_k by joint probability, over the whole depth.
+            expanding = detail::top_indices(std::span<const double>(joint).subspan(static_cast<std::size_t>(first)), top_k);
+            for (int& e : expanding) {
+                e += first;
+                const Node& n = all[e];
+                seen_as[static_cast<std::size_t>(e)] =
+                    scored.add(n.token, seen_as[static_cast<std::size_t>(n.parent)], n.draft_prob, Draw::kTopK);
             }
         }
-        return rerank(root_token, cand, total_tokens - 1);
-    }
-
-private:
-    struct Candidate {
-        int parent;     // its parent candidate (-1: the root)
-        int token;
-        float prob;     // the drafter's probability of the token (draft_probs under ctx.sampling)
-        double joint;   // the product of those along the path from the root
-        int node = -1;  // its node in the scored tree once expanded
-    };
-
-    template <class V>
-    static auto& at(V& v, int i) { return v[static_cast<std::size_t>(i)]; }
-
-    /// The `n` candidates from `first` on with the highest joint probabilities, highest first; ties go
-    /// to the one drafted first.
-    static std::vector<int> most_probable(const std::vector<Candidate>& cand, int first, int n) {
-        std::vector<double> joint;
-        for (std::size_t c = static_cast<std::size_t>(first); c < cand.size(); ++c) joint.push_back(cand[c].joint);
-        std::vector<int> out = detail::top_indices(joint, n);
-        for (int& c : out) c += first;
-        return out;
-    }
-
-    /// EAGLE-2's rerank: the `drafts` most probable candidates whose parents are kept, under the root,
-    /// in drafting order (topological: a parent was drafted a depth before its children).
-    static Tree rerank(int root_token, const std::vector<Candidate>& cand, int drafts) {
-        std::vector<std::uint8_t> keep(cand.size(), 0);
-        int kept = 0;
-        for (int c : most_probable(cand, 0, static_cast<int>(cand.size()))) {
-            if (kept == drafts) break;
-            const int parent = at(cand, c).parent;
-            if (parent >= 0 && !at(keep, parent)) continue;  // closure; a parent always ranks first
-            at(keep, c) = 1;
-            ++kept;
-        }
-        Tree out;
-        out.add_root(root_token);
-        std::vector<int> node_of(cand.size(), -1);  // candidate -> node of `out`
-        for (std::size_t c = 0; c < cand.size(); ++c) {
-            if (!keep[c]) continue;
-            const Candidate& x = cand[c];
-            node_of[c] = out.add(x.token, x.parent < 0 ? 0 : at(node_of, x.parent), x.prob, Draw::kTopK);
-        }
-        return out;
+        // Rerank: the total_tokens - 1 candidates of highest joint probability. Ties go to the lower
+        // index, drafted first, and a parent precedes its children with a joint probability at least
+        // theirs, so a parent always ranks before its children and the kept set is closed under
+        // ancestors (pruned() checks it).
+        std::vector<std::uint8_t> keep(static_cast<std::size_t>(all.size()), 0);
+        keep[0] = 1;
+        for (int c : detail::top_indices(std::span<const double>(joint).subspan(1), total_tokens - 1))
+            keep[static_cast<std::size_t>(c) + 1] = 1;
+        return pruned(all, keep);
     }
 };
 
