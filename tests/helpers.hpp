@@ -161,4 +161,22 @@ struct Stepper {
     }
 };
 
+/// One expected node of a top-k draft tree: its token, its parent and the drafter's probability of it.
+struct ExpectNode {
+    int token, parent;
+    float prob;
+};
+
+/// A top-k tree (PCT, EAGLE-2) holds exactly these nodes, in this order.
+inline void check_topk_tree(const specdec::Tree& t, const std::vector<ExpectNode>& want) {
+    REQUIRE(t.size() == static_cast<int>(want.size()));
+    for (int i = 0; i < t.size(); ++i) {
+        CAPTURE(i);
+        CHECK(t[i].token == want[i].token);
+        CHECK(t[i].parent == want[i].parent);
+        if (i > 0) CHECK_THAT(t[i].draft_prob, Catch::WithinRel(want[i].prob, 1e-5f));
+        if (i > 0) CHECK(t[i].draw == specdec::Draw::kTopK);
+    }
+}
+
 }  // namespace test

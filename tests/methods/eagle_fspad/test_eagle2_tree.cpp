@@ -41,21 +41,7 @@ Tree build(const Eagle2Tree& builder, MarkovDrafter& d, int room = std::numeric_
     return builder.build(d, 0, ctx);
 }
 
-struct Expect {
-    int token, parent;
-    float prob;
-};
-
-void check_tree(const Tree& t, const std::vector<Expect>& want) {
-    REQUIRE(t.size() == static_cast<int>(want.size()));
-    for (int i = 0; i < t.size(); ++i) {
-        CAPTURE(i);
-        CHECK(t[i].token == want[i].token);
-        CHECK(t[i].parent == want[i].parent);
-        if (i > 0) CHECK_THAT(t[i].draft_prob, Catch::WithinRel(want[i].prob, 1e-5f));
-        if (i > 0) CHECK(t[i].draw == Draw::kTopK);
-    }
-}
+using test::check_topk_tree;
 
 using Asked = std::vector<std::vector<int>>;
 
@@ -162,7 +148,7 @@ TEST_CASE("EAGLE-2 expands the most probable nodes of each depth and keeps the m
     MarkovDrafter d = toy();
     const Tree t = build({.total_tokens = 7, .depth = 3, .top_k = 2}, d);
     // Drafting order: depth 1 (1, 2), then depth 2 (3, 4 under 1; 5 under 2), then 9 under 5.
-    check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}, {3, 1, .5f}, {4, 1, .3f}, {5, 2, .9f}, {9, 5, .7f}});
+    check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}, {3, 1, .5f}, {4, 1, .3f}, {5, 2, .9f}, {9, 5, .7f}});
     CHECK(d.asked_tokens == Asked{{0}, {1, 2}, {3, 5}});  // one forward per depth, the top 2 of the depth before
     CHECK(d.asked == Asked{{0}, {1, 2}, {3, 4}});         // the drafter sees the root and expanded nodes only
 }
@@ -170,7 +156,7 @@ TEST_CASE("EAGLE-2 expands the most probable nodes of each depth and keeps the m
 TEST_CASE("EAGLE-2 with room for every candidate keeps them all, in drafting order", "[eagle2]") {
     MarkovDrafter d = toy();
     const Tree t = build({.total_tokens = 100, .depth = 3, .top_k = 2}, d);
-    check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}, {3, 1, .5f}, {4, 1, .3f}, {5, 2, .9f}, {6, 2, .05f},
+    check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}, {3, 1, .5f}, {4, 1, .3f}, {5, 2, .9f}, {6, 2, .05f},
                    {7, 3, .4f}, {8, 3, .2f}, {9, 5, .7f}, {10, 5, .1f}});
     for (int i = 1; i < t.size(); ++i) CHECK(t[i].parent < i);  // topological
 }
@@ -209,7 +195,7 @@ TEST_CASE("EAGLE-2 breaks ties towards the node drafted first, which keeps paren
     MarkovDrafter d;
     const Tree t = build({.total_tokens = 5, .depth = 3, .top_k = 2}, d);
     const float p = 1.0f / 16;
-    check_tree(t, {{0, -1, 1}, {0, 0, p}, {1, 0, p}, {0, 1, p}, {1, 1, p}});
+    check_topk_tree(t, {{0, -1, 1}, {0, 0, p}, {1, 0, p}, {0, 1, p}, {1, 1, p}});
     CHECK(d.asked == Asked{{0}, {1, 2}, {3, 4}});
     CHECK(d.asked_tokens == Asked{{0}, {0, 1}, {0, 1}});
 }
@@ -218,7 +204,7 @@ TEST_CASE("EAGLE-2 keeps within its depth, the room left and its token budget", 
     SECTION("the room left near the context's end cuts the depth") {
         MarkovDrafter d = toy();
         const Tree t = build({.total_tokens = 100, .depth = 3, .top_k = 2}, d, 2);
-        check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}, {3, 1, .5f}, {4, 1, .3f}, {5, 2, .9f}, {6, 2, .05f}});
+        check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}, {3, 1, .5f}, {4, 1, .3f}, {5, 2, .9f}, {6, 2, .05f}});
         CHECK(d.asked_tokens == Asked{{0}, {1, 2}});
     }
     SECTION("no room: the root alone, no forward") {
@@ -233,11 +219,11 @@ TEST_CASE("EAGLE-2 keeps within its depth, the room left and its token budget", 
     }
     SECTION("depth 1: the root's top-k") {
         MarkovDrafter d = toy();
-        check_tree(build({.total_tokens = 60, .depth = 1, .top_k = 2}, d), {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}});
+        check_topk_tree(build({.total_tokens = 60, .depth = 1, .top_k = 2}, d), {{0, -1, 1}, {1, 0, .6f}, {2, 0, .25f}});
     }
     SECTION("top_k 1: the drafter's greedy chain") {
         MarkovDrafter d = toy();
-        check_tree(build({.total_tokens = 60, .depth = 3, .top_k = 1}, d), {{0, -1, 1}, {1, 0, .6f}, {3, 1, .5f}, {7, 2, .4f}});
+        check_topk_tree(build({.total_tokens = 60, .depth = 3, .top_k = 1}, d), {{0, -1, 1}, {1, 0, .6f}, {3, 1, .5f}, {7, 2, .4f}});
     }
     SECTION("the defaults: 59 drafts over 6 depths, 10 nodes per forward") {
         MarkovDrafter d = toy();

@@ -37,21 +37,7 @@ Tree build(const PrunedCandidateTree& pct, MarkovDrafter& d) {
     return pct.build(d, 0, StepContext{greedy, StepRng{}, text, 1});
 }
 
-struct Expect {
-    int token, parent;
-    float confidence;
-};
-
-void check_tree(const Tree& t, const std::vector<Expect>& want) {
-    REQUIRE(t.size() == static_cast<int>(want.size()));
-    for (int i = 0; i < t.size(); ++i) {
-        CAPTURE(i);
-        CHECK(t[i].token == want[i].token);
-        CHECK(t[i].parent == want[i].parent);
-        if (i > 0) CHECK_THAT(t[i].draft_prob, Catch::WithinRel(want[i].confidence, 1e-5f));
-        if (i > 0) CHECK(t[i].draw == Draw::kTopK);
-    }
-}
+using test::check_topk_tree;
 
 using Asked = std::vector<std::vector<int>>;
 
@@ -60,7 +46,7 @@ using Asked = std::vector<std::vector<int>>;
 TEST_CASE("PCT builds the hand-checked toy tree of Fig. 4's rule", "[pct]") {
     MarkovDrafter d = toy();
     const Tree t = build(toy_pct(), d);
-    check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {7, 3, .25f}});
+    check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {7, 3, .25f}});
     CHECK(t.max_depth() == 3);          // chosen by the rule, well below max_depth = 10
     CHECK(d.asked == Asked{{0}, {1, 2}, {3}});  // one drafter forward per depth, expandable nodes only
 }
@@ -70,7 +56,7 @@ TEST_CASE("PCT without leaf removal keeps every constructed node", "[pct][ablati
     PrunedCandidateTree pct = toy_pct();
     pct.remove_leaves = false;  // Table 3: "w/o remove leaf nodes"
     const Tree t = build(pct, d);
-    check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {6, 2, .25f},
+    check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {6, 2, .25f},
                    {7, 3, .25f}, {1, 3, .15f}});
     CHECK(d.asked == Asked{{0}, {1, 2}, {3}});  // the same expansion: only the removal differs
 }
@@ -88,7 +74,7 @@ TEST_CASE("PCT pruning on per-token confidence expands more and removes whole lo
         const Tree t = build(pct, d);
         CHECK(d.asked == Asked{{0}, {1, 2}, {3, 4, 5, 6}});
         // Depth 3: 7 and 1 under 3; the uniform laws of 4, 5 and 6 give tokens 0 and 1 (ties by id).
-        check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {6, 2, .25f},
+        check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {6, 2, .25f},
                        {7, 3, .25f}, {1, 3, .15f}, {0, 4, 1 / 16.f}, {1, 4, 1 / 16.f}, {0, 5, 1 / 16.f},
                        {1, 5, 1 / 16.f}, {0, 6, 1 / 16.f}, {1, 6, 1 / 16.f}});
     }
@@ -96,7 +82,7 @@ TEST_CASE("PCT pruning on per-token confidence expands more and removes whole lo
         MarkovDrafter d = toy();
         const Tree t = build(pct, d);
         // Node 6 (path product .0375) was expanded, lost its children (.0023 each) and then went too.
-        check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {7, 3, .25f}});
+        check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}, {4, 1, .12f}, {5, 2, .6f}, {7, 3, .25f}});
     }
 }
 
@@ -106,7 +92,7 @@ TEST_CASE("PCT stops at max_depth and at max_drafts, keeping the most probable p
         PrunedCandidateTree pct = toy_pct();
         pct.max_depth = 1;
         const Tree t = build(pct, d);
-        check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}});
+        check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}});
         CHECK(d.asked == Asked{{0}});
     }
     SECTION("max_drafts") {
@@ -114,7 +100,7 @@ TEST_CASE("PCT stops at max_depth and at max_drafts, keeping the most probable p
         PrunedCandidateTree pct = toy_pct();
         pct.max_drafts = 3;  // depth 2 has room for one of its four children: 3, path product .3
         const Tree t = build(pct, d);
-        check_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}});
+        check_topk_tree(t, {{0, -1, 1}, {1, 0, .6f}, {2, 0, .15f}, {3, 1, .5f}});
         CHECK(d.asked == Asked{{0}, {1, 2}});  // full: no forward for depth 3
     }
     SECTION("width larger than the vocabulary") {
