@@ -102,9 +102,9 @@ fs::path state_path(const std::string& name) { return fs::path("build/checkpoint
 struct RunRecord {
     int step = 0;                // steps done
     double smooth = 0;           // the progress line's smoothed loss
-    double step_seconds = 0;     // time inside training steps (evaluations excluded), all sessions
-    double train_seconds = 0;    // wall time of all sessions
-    double fma_peak = 0;         // the best f32 FMA ceiling a session measured, GFLOP/s
+    double step_seconds = 0;     // time inside training steps (evaluations excluded), every run of a resumed training
+    double train_seconds = 0;    // wall time of every run of a resumed training
+    double fma_peak = 0;         // the best f32 FMA ceiling any of its runs measured, GFLOP/s
     Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
 };
 
@@ -460,4 +460,4 @@ int main(int argc, char** argv) try {
     return 1;
 }
 // Run: bash scripts/train_models.sh (all), or the commands above. Prints the sizes, a progress line
-// with loss, tokens/s and ETA, and the held-out perplexity of each model; see README "Demo models".
+// with loss, tokens/s and ETA, and the held-out perplexity of each model; see docs/models.md.
