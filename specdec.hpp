@@ -146,6 +146,10 @@
 
 // ---- methods/edd_pct: Effective Draft Decoder with a Pruned Candidate Tree (edd-pct.txt)
 #include "detail/methods/edd_pct/pct.hpp"             // defines: PrunedCandidateTree, PctPrune, measure_forward_costs, ForwardCosts
+#include "detail/methods/edd_pct/edd.hpp"             // defines: EddProposer, load_edd_checkpoint, edd_hidden_layer (EDD's drafter)
+#if !defined(SPECDEC_DECODING_ONLY)
+#include "detail/methods/edd_pct/train_edd.hpp"       // defines: train::dual_block_mask, edd_teacher, edd_batch, edd_forward_loss
+#endif
 
 // ---- methods/eagle_fspad: EAGLE-2's dynamic tree, EAGLE's feature drafter, FSPAD (fspad.txt)
 #include "detail/methods/eagle_fspad/eagle2_tree.hpp"  // defines: Eagle2Tree (EAGLE-2's dynamic draft tree: expand top-k, rerank top-N)

@@ -11,6 +11,8 @@
 //                                       loss.svg, train_log.json} from models/<name>/train.json
 //   ./build/train_demo glide <name>     the same for a GLIDE drafter (glide-cape.txt §4.1) beside the
 //                                       frozen target: cross-entropy, block-wise cross-attention mask
+//   ./build/train_demo edd <name>       an EDD drafter (edd-pct.txt §3.1) or its VDM / ablations: one
+//                                       layer on the target's states, dual-block mask, forward KL
 //   ./build/train_demo bigram           models/bigram.json: Max-Gram's fallback table (CS Drafting
 //                                       §3.3), each token's most frequent successor in the training text
 // scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
@@ -422,6 +424,138 @@ int make_glide(const std::string& name, const RunOptions& options) {
     return 0;
 }
 
+/// EDD's drafter (edd-pct.txt §3.1, App. B) beside the frozen target: one decoder layer fed the target's
+/// states of layer L - 3 as a soft prompt, the dual-block mask with L redrawn in 5..10 every step, forward
+/// KL to the target. "edd" in train.json picks the variant: Table 1's VDM (no soft prompt) and Table
+/// 3's ablations (cross-entropy, a fixed block length) train with the same code.
+int make_edd(const std::string& name, const RunOptions& options) {
+    // Step 1: hyperparameters, data, the frozen target and what it says about the held-out windows.
+    const fs::path dir = fs::path("models") / name;
+    const std::string hp_text = read_file(dir / "train.json");
+    const json::Value hp = json::parse(hp_text, (dir / "train.json").string());
+    const json::Value& e = hp.at("edd");
+    const EddTrainOptions eo{.soft_prompt = e.at("soft_prompt").as_bool(),
+                             .kl = e.at("loss").as_string() == "kl",
+                             .min_block = static_cast<int>(e.at("min_block").as_int()),
+                             .max_block = static_cast<int>(e.at("max_block").as_int())};
+    eo.validate();
+    const bool freeze = e.at("freeze_embeddings").as_bool();
+    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
+    const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
+    const CosineSchedule schedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
+                                  .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
+                                  .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
+                                  .total_steps = steps};
+    const std::string target_name = hp.at("target").as_string();
+    ThreadPool pool(threads);
+    const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
+    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
+    const int layer = edd_hidden_layer(target_ck.config);
+    const Config cfg = edd_drafter_config(target_ck.config);
+    const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
+    train_file.check_vocab(cfg.vocab_size);
+    const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
+    const int eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
+    const int eval_block = (eo.min_block + eo.max_block) / 2;
+    std::vector<EddBatch> eval_set;  // the held-out windows with the target's states and laws, computed once
+    for (int first = 0; first < eval_windows; first += B) {
+        const WindowBatch w = spaced_windows(test_file, test_range, T, eval_windows, first, std::min(B, eval_windows - first));
+        eval_set.push_back(edd_batch(w, edd_teacher(target, pool, layer, w), eval_block, eo));
+    }
+
+    // Step 2: the drafter (embedding, head and final norm from the target) and its optimizer.
+    TrainableLlama model(cfg, edd_initial_weights(cfg, target_ck.weights, seed), pool);
+    AdamWOptions ao{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())};
+    if (freeze) ao.frozen = {"model.embed_tokens.weight", "model.norm.weight"};
+    AdamW optimizer(cfg, model.params(), ao);
+    const std::size_t n_params = parameter_count(model.params(), cfg);
+    std::printf("%s: %zu parameters (%s), %s of %s's layer-%d states, %s, blocks of %d..%d, %d steps of %d x %d "
+                "tokens, %d threads\n",
+                name.c_str(), n_params, freeze ? "embedding and head frozen" : "all trained",
+                eo.soft_prompt ? "soft prompt" : "no soft prompt (VDM)", target_name.c_str(), layer,
+                eo.kl ? "forward KL" : "cross-entropy", eo.min_block, eo.max_block, steps, B, T, threads);
+    RunRecord run = load_run(name, cfg, model.params(), optimizer, hp_text, options);
+    run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+    const int rows = eo.soft_prompt ? 2 : 1;  // drafter rows per token
+    const double flops_per_token =
+        3.0 * rows * forward_flops_per_token(cfg, rows * T) + forward_flops_per_token(target_ck.config, T);
+    // Held-out: forward KL to the target and how often the drafter's argmax is the target's.
+    const auto evaluate_edd = [&](TrainableLlama& m) {
+        double kl = 0.0, agree = 0.0;
+        for (const EddBatch& b : eval_set) {
+            kl += edd_forward_loss(m, b, /*kl=*/true, /*weight=*/0.0) * b.B;
+            agree += top1_agreement(m, b) * b.B;
+        }
+        return std::pair{kl / eval_windows, agree / eval_windows};
+    };
+
+    // Step 3: the loop.
+    const int eval_every = std::max(1, steps / 10);
+    ProgressLine progress(std::cerr, steps,
+                          ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10, .first_step = run.step});
+    const double seconds_before = run.train_seconds;
+    const int first_step = run.step;
+    for (int step = run.step; step < steps; ++step) {
+        if (step % eval_every == 0) {
+            run.held_out.xs.push_back(step), run.held_out.ys.push_back(evaluate_edd(model).first);
+            run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        const WindowBatch w = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
+        const EddBatch batch = edd_batch(w, edd_teacher(target, pool, layer, w), eo.block_length(seed, step), eo);
+        model.zero_grad();
+        const double loss = edd_forward_loss(model, batch, eo.kl);
+        model.backward();
+        clip_grad_norm(pool, model.grads(), cfg, 1.0);
+        optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
+        run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        run.smooth = step == 0 ? loss : 0.95 * run.smooth + 0.05 * loss;
+        run.train_curve.xs.push_back(step + 1), run.train_curve.ys.push_back(loss);
+        run.step = step + 1;
+        run.train_seconds = seconds_before + progress.seconds_since_start();
+        progress.update(run.step, run.smooth, double(run.step - first_step) * B * T);
+        if (run.step % options.checkpoint_every == 0 || run.step == steps)
+            save_run(name, cfg, model.params(), optimizer, run, hp_text);
+    }
+    progress.finish();
+    const auto final_eval = evaluate_edd(model);
+    if (run.held_out.xs.empty() || run.held_out.xs.back() != steps)
+        run.held_out.xs.push_back(steps), run.held_out.ys.push_back(final_eval.first);
+
+    // Step 4: the checkpoint (model_type "edd", or a plain Llama for the VDM), chart and log, as shipped.
+    if (eo.soft_prompt) save_edd_checkpoint(dir, EddCheckpoint{cfg, model.params(), layer}, SaveFormat::kBF16);
+    else save_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
+    fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+    write_svg_chart((dir / "loss.svg").string(), name + (eo.kl ? ": KL to the target per token" : ": cross-entropy per token"),
+                    std::vector<Series>{run.train_curve, Series{"held-out KL", run.held_out.xs, run.held_out.ys}},
+                    ChartOptions{.x_label = "step", .y_label = "nats per token"});
+    Weights shipped_w = eo.soft_prompt ? load_edd_checkpoint(dir).weights : load_checkpoint(dir).weights;
+    TrainableLlama shipped(cfg, std::move(shipped_w), pool);
+    const auto bf16_eval = evaluate_edd(shipped);
+    json::Object log;
+    log.set("parameters", static_cast<std::int64_t>(n_params));
+    log.set("target", target_name);
+    log.set("target_layer", layer);
+    log.set("soft_prompt", eo.soft_prompt);
+    log.set("loss", eo.kl ? "forward KL" : "cross-entropy");
+    log.set("freeze_embeddings", freeze);
+    log_rates(log, run, steps, B, T, flops_per_token, threads);
+    log.set("heldout_kl", bf16_eval.first);
+    log.set("heldout_top1_agreement", bf16_eval.second);
+    log.set("heldout_block_length", eo.soft_prompt ? eval_block : 0);
+    log.set("heldout_tokens", static_cast<std::int64_t>(eval_windows) * T);
+    std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+    std::printf("%s: held-out KL to the target %.3f nats/token, top-1 agreement %.3f (bf16 checkpoint; float32 "
+                "before saving %.3f / %.3f), %.0f s, training steps at %.0f tokens/s = %.1f%% of the FMA ceiling, "
+                "wrote %s\n",
+                name.c_str(), bf16_eval.first, bf16_eval.second, final_eval.first, final_eval.second, run.train_seconds,
+                double(steps) * B * T / run.step_seconds,
+                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
+                dir.string().c_str());
+    return 0;
+}
+
 /// Max-Gram's bigram table from the training token file (the paper uses Wikipedia bigrams).
 int make_bigram() {
     const auto t0 = std::chrono::steady_clock::now();
@@ -450,10 +584,12 @@ int main(int argc, char** argv) try {
     if (what == "tokenizer" && argc == 2) return make_tokenizer();
     if (what == "model" && argc > 2 && flags_ok) return make_model(argv[2], options);
     if (what == "glide" && argc > 2 && flags_ok) return make_glide(argv[2], options);
+    if (what == "edd" && argc > 2 && flags_ok) return make_edd(argv[2], options);
     if (what == "bigram" && argc == 2) return make_bigram();
     std::fprintf(stderr, "usage: train_demo tokenizer | train_demo bigram\n"
                          "       train_demo model <name> [--resume] [--checkpoint-every N]\n"
-                         "       train_demo glide <name> [--resume] [--checkpoint-every N]   (from the repository root)\n");
+                         "       train_demo glide <name> [--resume] [--checkpoint-every N]\n"
+                         "       train_demo edd <name> [--resume] [--checkpoint-every N]   (from the repository root)\n");
     return 2;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -228,8 +228,8 @@ struct Checkpoint {
 inline Checkpoint load_checkpoint(const std::filesystem::path& dir) {
     detail::require(std::filesystem::is_directory(dir), "checkpoint",
                     [&] { return dir.string() + ": not a directory (a model is a folder with config.json and model.safetensors)"; });
-    // A GLIDE drafter's folder carries Llama fields too; read as a Llama it would silently lose its
-    // cross-attention, so it is refused here (its vanilla ablation, without cross-attention, IS a Llama).
+    // GLIDE's and EDD's drafters carry Llama fields too; read as a Llama they would silently lose their
+    // cross-attention or soft prompt, so they are refused here (GLIDE's vanilla ablation and EDD's VDM ARE Llamas).
     const std::filesystem::path cfg_path = dir / "config.json";
     if (std::filesystem::exists(cfg_path)) {
         const json::Value root = json::parse(detail::read_text_file(cfg_path, "checkpoint"), cfg_path.string());
@@ -237,6 +237,11 @@ inline Checkpoint load_checkpoint(const std::filesystem::path& dir) {
         detail::require(cross == nullptr || !cross->is_bool() || !cross->as_bool(), "checkpoint", [&] {
             return cfg_path.string() + ": a GLIDE drafter (glide_cross_attention is true); load it with "
                                        "load_glide_checkpoint, next to its target";
+        });
+        const json::Value* type = root.is_object() ? root.find("model_type") : nullptr;
+        detail::require(type == nullptr || !type->is_string() || type->as_string() != "edd", "checkpoint", [&] {
+            return cfg_path.string() + ": an EDD drafter (model_type edd); load it with load_edd_checkpoint, next to "
+                                       "the target whose hidden states it reads";
         });
     }
     Checkpoint ck;

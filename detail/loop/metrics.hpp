@@ -62,6 +62,7 @@ struct Summary {
     double alpha_depth = 0;      // EDD: accepted length (bonus included) / tree depth, summed over steps
     double alpha_longest = 0;    // MCSD: longest accepted draft / maximum draft length, summed over steps
     std::vector<double> accept_at_position;  // [d-1]: share of steps with depth >= d accepting >= d drafts
+    double nodes_per_step = 0;   // draft nodes verified per target forward (PCT vs EAGLE-2: EDD §4.3, Fig. 6)
     double t_draft = 0, t_verify = 0, t_accept = 0, t_commit = 0;  // seconds, summed
     double seconds() const { return t_draft + t_verify + t_accept + t_commit; }
     double draft_share() const { return seconds() > 0 ? t_draft / seconds() : 0.0; }
@@ -72,11 +73,12 @@ inline Summary summarize(const Generation& g) {
     s.n_tokens = static_cast<int>(g.tokens.size());
     s.n_target_calls = g.n_target_calls();
     s.tau = g.tau();
-    long accepted = 0, rejections = 0, depth = 0, accepted_with_bonus = 0;
+    long accepted = 0, rejections = 0, depth = 0, accepted_with_bonus = 0, drafted = 0;
     std::vector<int> reached, offered;
     for (const StepRecord& r : g.steps) {
         s.n_draft_calls += r.n_draft_calls;
         accepted += r.n_accepted;
+        drafted += r.n_drafted;
         accepted_with_bonus += r.n_accepted + 1;
         depth += r.depth;
         rejections += r.n_accepted < r.depth;
@@ -91,6 +93,7 @@ inline Summary summarize(const Generation& g) {
     s.alpha_token = accepted + rejections > 0 ? double(accepted) / double(accepted + rejections) : 0.0;
     s.alpha_depth = depth > 0 ? double(accepted_with_bonus) / double(depth) : 0.0;
     s.alpha_longest = depth > 0 ? double(accepted) / double(depth) : 0.0;
+    s.nodes_per_step = g.steps.empty() ? 0.0 : double(drafted) / double(g.steps.size());
     for (std::size_t d = 0; d < offered.size(); ++d) s.accept_at_position.push_back(double(reached[d]) / offered[d]);
     return s;
 }

@@ -31,6 +31,8 @@ enum class MethodKind {
     kTree,            // a k-ary token tree (SpecInfer; MCSD's k-config)
     kExpanded,        // a chain with extra candidates beside it (GLIDE's CAPE, or a fixed number)
     kCascade,         // CS Drafting (Chen et al. 2024): reviewing drafters down to Max-Gram, a K-matrix
+    kPct,             // EDD's pruned candidate tree: top-k children while the path confidence pays (edd-pct.txt §3.2)
+    kEagle2,          // EAGLE-2's dynamic tree: expand the most confident nodes, keep the global top-N
 };
 
 struct MethodSpec {
@@ -46,6 +48,8 @@ struct MethodSpec {
     std::vector<std::vector<int>> k_matrix;  // cascade: CS Drafting's K-matrix, one row/column per drafter
     double lenience = 1.0;       // cascade: between the neural drafters (never at the target, App. B)
     int children = 0;            // cascade: 0 = a chain; n = n children of each lead node (the paper's 8)
+    PrunedCandidateTree pct{};   // pct: expand_threshold 0 = s_d/s_t measured on the machine before the runs
+    Eagle2Tree eagle2{};         // eagle2: total_tokens, depth, top_k
     std::string about;           // free text for the report
 };
 
@@ -64,6 +68,8 @@ inline const char* method_name(MethodKind k) {
         case MethodKind::kTree: return "tree";
         case MethodKind::kExpanded: return "expanded";
         case MethodKind::kCascade: return "cascade";
+        case MethodKind::kPct: return "pct";
+        case MethodKind::kEagle2: return "eagle2";
     }
     return "?";
 }
@@ -88,6 +94,8 @@ inline long draft_nodes(const MethodSpec& m) {
             }
             return m.children > 0 ? std::max<long>(widest, m.max_drafts) : widest;
         }
+        case MethodKind::kPct: return m.pct.max_drafts;
+        case MethodKind::kEagle2: return m.eagle2.total_tokens - 1;
     }
     return 0;
 }
@@ -170,7 +178,9 @@ inline MethodKind parse_kind(const EntryReader& r, const std::string& s) {
     if (s == "tree") return MethodKind::kTree;
     if (s == "expanded") return MethodKind::kExpanded;
     if (s == "cascade") return MethodKind::kCascade;
-    r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade");
+    if (s == "pct") return MethodKind::kPct;
+    if (s == "eagle2") return MethodKind::kEagle2;
+    r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade, pct, eagle2");
 }
 
 inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s) {
@@ -187,7 +197,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
     m.name = r.string("name", r.need("name", "every entry is named"));
     if (m.name.empty()) r.fail("name", "is empty");
     r.set_name(m.name);
-    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded or cascade")));
+    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct or eagle2")));
 
     // Which fields each method takes; anything else is a typo or a field of another method.
     std::set<std::string> allowed{"name", "method", "about"};
@@ -197,6 +207,11 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
         case MethodKind::kTree: allowed.insert({"drafter", "k_config", "draw"}); break;
         case MethodKind::kExpanded: allowed.insert({"drafter", "gamma", "expansion", "max_drafts"}); break;
         case MethodKind::kCascade: allowed.insert({"drafters", "k_matrix", "lenience", "children", "max_drafts"}); break;
+        case MethodKind::kPct:
+            allowed.insert({"drafter", "expand_threshold", "leaf_threshold", "width", "max_depth", "max_drafts", "prune",
+                            "remove_leaves"});
+            break;
+        case MethodKind::kEagle2: allowed.insert({"drafter", "total_tokens", "depth", "top_k"}); break;
     }
     for (const json::Member& f : v.as_object())
         if (!allowed.count(f.key))
@@ -209,6 +224,9 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
         return name;
     };
     if (const json::Value* d = r.find("max_drafts")) m.max_drafts = r.integer("max_drafts", *d, 1, kMaxTreeNodes);
+    const auto drafter = [&] {
+        return folder("drafter", r.string("drafter", r.need("drafter", "the drafter's model folder under --models")));
+    };
     switch (m.kind) {
         case MethodKind::kAutoregressive: return m;
         case MethodKind::kChain:
@@ -269,6 +287,39 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
             if (draft_nodes(m) > kMaxTreeNodes)
                 r.fail("k_matrix", "drafts " + std::to_string(draft_nodes(m)) + " nodes, more than " +
                                        std::to_string(kMaxTreeNodes) + " fit in one verification");
+            return m;
+        }
+        case MethodKind::kPct: {
+            m.drafter = drafter();
+            const json::Value& t = r.need("expand_threshold", "s_d/s_t in (0, 1], or \"measured\" (timed before the runs)");
+            if (t.is_string()) {
+                if (t.as_string() != "measured")
+                    r.fail("expand_threshold", "unknown value \"" + t.as_string() + "\"; known: \"measured\" or a number");
+                m.pct.expand_threshold = 0.0f;
+            } else {
+                m.pct.expand_threshold = static_cast<float>(r.number("expand_threshold", t, 1e-9, 1.0));
+            }
+            if (const json::Value* v = r.find("leaf_threshold")) m.pct.leaf_threshold = static_cast<float>(r.number("leaf_threshold", *v, 1e-9, 1.0));
+            if (const json::Value* v = r.find("width")) m.pct.width = r.integer("width", *v, 1, 64);
+            if (const json::Value* v = r.find("max_depth")) m.pct.max_depth = r.integer("max_depth", *v, 1, kMaxGamma);
+            m.pct.max_drafts = r.find("max_drafts") ? m.max_drafts : 128;
+            if (const json::Value* v = r.find("prune")) {
+                const std::string p = r.string("prune", *v);
+                if (p == "path") m.pct.prune = PctPrune::kPathProduct;
+                else if (p == "token") m.pct.prune = PctPrune::kTokenConfidence;
+                else r.fail("prune", "unknown value \"" + p + "\"; known: \"path\" (Eq. 5) or \"token\" (Table 3's ablation)");
+            }
+            if (const json::Value* v = r.find("remove_leaves")) {
+                if (!v->is_bool()) r.fail("remove_leaves", "expected true or false");
+                m.pct.remove_leaves = v->as_bool();
+            }
+            return m;
+        }
+        case MethodKind::kEagle2: {
+            m.drafter = drafter();
+            if (const json::Value* v = r.find("total_tokens")) m.eagle2.total_tokens = r.integer("total_tokens", *v, 2, kMaxTreeNodes + 1);
+            if (const json::Value* v = r.find("depth")) m.eagle2.depth = r.integer("depth", *v, 1, kMaxGamma);
+            if (const json::Value* v = r.find("top_k")) m.eagle2.top_k = r.integer("top_k", *v, 1, 64);
             return m;
         }
     }

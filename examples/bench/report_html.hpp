@@ -113,6 +113,15 @@ inline std::string describe(const MethodSpec& m) {
             return "cascade target <- " + d + ", K [" + k + "]" + (m.lenience > 1 ? strf(", l %g", m.lenience) : "") +
                    (m.children > 0 ? ", " + std::to_string(m.children) + " children per lead node" : "");
         }
+        case MethodKind::kPct:
+            return "PCT, drafter " + m.drafter + ", expand at path confidence >= " +
+                   (m.pct.expand_threshold > 0 ? strf("%g", m.pct.expand_threshold) : std::string("s_d/s_t measured")) +
+                   (m.pct.prune == PctPrune::kTokenConfidence ? " (own confidence)" : "") + ", width " +
+                   std::to_string(m.pct.width) + ", depth <= " + std::to_string(m.pct.max_depth) +
+                   (m.pct.remove_leaves ? strf(", leaves < %g removed", m.pct.leaf_threshold) : std::string(", leaves kept"));
+        case MethodKind::kEagle2:
+            return "EAGLE-2 tree, drafter " + m.drafter + ", " + std::to_string(m.eagle2.total_tokens) + " tokens, depth " +
+                   std::to_string(m.eagle2.depth) + ", top-" + std::to_string(m.eagle2.top_k);
     }
     return "";
 }
@@ -210,6 +219,7 @@ inline std::string table_section(const Results& r) {
                     "<th title=\"accepted / (accepted + rejections): Leviathan et al., GLIDE\">α token</th>"
                     "<th title=\"(accepted + 1) / depth per step: EDD\">α EDD</th>"
                     "<th title=\"longest accepted / max draft length: MCSD\">α MCSD</th>"
+                    "<th title=\"draft nodes verified per target forward\">nodes</th>"
                     "<th>tokens/s <span class=\"sub\">min–max</span></th>"
                     "<th>speedup <span class=\"sub\">min–max</span></th>"
                     "<th title=\"cost per forward = matrix parameters\">SWI params</th>"
@@ -218,7 +228,7 @@ inline std::string table_section(const Results& r) {
                     "<th>draft share</th>"
                     "<th style=\"text-align:left\">lossless</th></tr>\n";
     for (float t : r.temperatures) {
-        s += "<tr class=\"temp\"><td colspan=\"12\">" + escape(temperature_label(t)) + "</td></tr>\n";
+        s += "<tr class=\"temp\"><td colspan=\"13\">" + escape(temperature_label(t)) + "</td></tr>\n";
         for (const MethodResult& m : r.rows) {
             if (m.temperature != t) continue;
             const bool base = is_baseline(m);
@@ -231,6 +241,7 @@ inline std::string table_section(const Results& r) {
             s += "<td>" + (base ? "–" : number("%.3f", u.alpha_token)) + "</td>";
             s += "<td>" + (base ? "–" : number("%.3f", u.alpha_depth)) + "</td>";
             s += "<td>" + (base ? "–" : number("%.3f", u.alpha_longest)) + "</td>";
+            s += "<td>" + (base ? "–" : number("%.1f", u.nodes_per_step)) + "</td>";
             s += "<td>" + with_spread("%.0f", m.tokens_per_s) + "</td>";
             s += "<td><b>" + number("%.2f×", m.speedup.median) + "</b> <span class=\"sub\">" + number("%.2f", m.speedup.lo) +
                  "–" + number("%.2f", m.speedup.hi) + "</span></td>";

@@ -172,6 +172,9 @@ struct Models {
     std::unique_ptr<CpuModel> target;
     std::map<std::string, std::unique_ptr<CpuModel>> drafters;               // Llama drafters
     std::map<std::string, std::unique_ptr<GlideModel<CpuModel>>> glides;     // GLIDE drafters (read the target's KV)
+    std::map<std::string, std::unique_ptr<CpuModel>> edds;                   // EDD drafters (read the target's states)
+    std::map<std::string, int> edd_layers;                                    // the state each EDD drafter reads
+    std::map<std::string, double> cost_ratios;                                // s_d/s_t per drafter, when a PCT needs it
     std::unique_ptr<Bigram> bigram;                                           // Max-Gram's table, when a cascade needs it
     std::vector<ModelInfo> info;  // target first
 
@@ -180,6 +183,8 @@ struct Models {
         for (const auto& [name, m] : drafters)
             if (m.get() == model) return find(name);
         for (const auto& [name, m] : glides)
+            if (m.get() == model) return find(name);
+        for (const auto& [name, m] : edds)
             if (m.get() == model) return find(name);
         detail::fail("bench", "a proposer reported calls of a model the harness did not load");
     }
@@ -216,11 +221,18 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
     m.target = std::make_unique<CpuModel>(t.config, std::move(t.weights), opt);
     for (const MethodSpec& s : methods) {
         for (const std::string& name : drafter_names(s)) {
-            if (m.drafters.count(name) || m.glides.count(name)) continue;
+            if (m.drafters.count(name) || m.glides.count(name) || m.edds.count(name)) continue;
             need(name, "as a drafter of method '" + s.name + "'");
             const json::Value cfg = json::parse(detail::read_text_file(dir / name / "config.json", "bench"),
                                                 (dir / name / "config.json").string());
-            if (cfg.find("glide_cross_attention") != nullptr) {
+            const json::Value* type = cfg.find("model_type");
+            if (type != nullptr && type->is_string() && type->as_string() == "edd") {
+                EddCheckpoint e = load_edd_checkpoint(dir / name);
+                check_edd_pair(e.config, e.target_layer, m.target->config());
+                m.info.push_back({name, e.config, matrix_params(e.config)});
+                m.edd_layers[name] = e.target_layer;
+                m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), opt);
+            } else if (cfg.find("glide_cross_attention") != nullptr) {
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
                 const Config shape = g.config.draft;
                 m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
@@ -282,11 +294,41 @@ Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<
     return go(SampleAndMatch{});
 }
 
-/// Calls f with the named drafter model, whichever kind it is.
+/// Calls f with a proposer over the named drafter model, whichever kind it is: a model drafting on its
+/// own (ModelProposer over a Llama or GLIDE) or EDD's, fed the target's states.
 template <class F>
-Run with_drafter(Models& models, const std::string& name, F&& f) {
+Run with_proposer(Models& models, const std::string& name, F&& f) {
+    if (auto it = models.edds.find(name); it != models.edds.end()) {
+        EddProposer proposer(*models.target, *it->second, models.edd_layers.at(name));
+        return f(proposer);
+    }
+    if (auto it = models.glides.find(name); it != models.glides.end()) {
+        ModelProposer proposer(*it->second);
+        return f(proposer);
+    }
+    ModelProposer proposer(*models.drafters.at(name));
+    return f(proposer);
+}
+
+/// The drafter model object behind a name (for timing its forward).
+template <class F>
+auto with_model(Models& models, const std::string& name, F&& f) {
+    if (auto it = models.edds.find(name); it != models.edds.end()) return f(*it->second);
     if (auto it = models.glides.find(name); it != models.glides.end()) return f(*it->second);
     return f(*models.drafters.at(name));
+}
+
+/// PCT's threshold s_d/s_t (edd-pct.txt Eq. 5): the method's own, or measured once per drafter on
+/// the machine at hand (one-token forwards at a 64-token context, medians of 21).
+float pct_threshold(const MethodSpec& m, Models& models) {
+    if (m.pct.expand_threshold > 0.0f) return m.pct.expand_threshold;
+    auto it = models.cost_ratios.find(m.drafter);
+    if (it == models.cost_ratios.end()) {
+        const double r = with_model(models, m.drafter, [&](auto& d) { return measure_forward_costs(*models.target, d).ratio(); });
+        it = models.cost_ratios.emplace(m.drafter, std::clamp(r, 1e-6, 1.0)).first;
+        std::fprintf(stderr, "PCT: s_d/s_t = %.4f for drafter %s, measured on this machine\n", it->second, m.drafter.c_str());
+    }
+    return static_cast<float>(it->second);
 }
 
 /// CS Drafting (Chen et al. 2024, Algorithm 1) from the K-matrix: row r holds the budgets of drafters
@@ -319,24 +361,32 @@ Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt,
     switch (m.kind) {
         case MethodKind::kAutoregressive: return {autoregressive_generate(*models.target, prompt, opts), {}};
         case MethodKind::kChain:  // vanilla SD, GLIDE
-            return with_drafter(models, m.drafter, [&](auto& drafter) {
-                ModelProposer proposer(drafter);
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
                 return run_with(*models.target, proposer, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);
             });
         case MethodKind::kTree:
-            return with_drafter(models, m.drafter, [&](auto& drafter) {
-                ModelProposer proposer(drafter);
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
                 return run_with(*models.target, proposer, KAryTree{.k_config = m.k_config, .draw = m.draw},
                                 m.draw == DrawPolicy::kTopK ? TreeKind::kDeterministicTree : TreeKind::kSampledTree, prompt, opts);
             });
         case MethodKind::kExpanded:  // CAPE and its fixed-size ablation
-            return with_drafter(models, m.drafter, [&](auto& drafter) {
-                ModelProposer proposer(drafter);
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
                 return run_with(*models.target, proposer,
                                 ExpandedChain{.gamma = m.gamma, .sizes = m.sizes, .max_drafts = m.max_drafts},
                                 TreeKind::kDeterministicTree, prompt, opts);
             });
         case MethodKind::kCascade: return run_cascade(m, models, prompt, opts);
+        case MethodKind::kPct: {  // EDD's pruned candidate tree
+            PrunedCandidateTree pct = m.pct;
+            pct.expand_threshold = pct_threshold(m, models);
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, pct, TreeKind::kDeterministicTree, prompt, opts);
+            });
+        }
+        case MethodKind::kEagle2:
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, m.eagle2, TreeKind::kDeterministicTree, prompt, opts);
+            });
     }
     detail::fail("bench", "unhandled method kind");
 }
@@ -507,18 +557,19 @@ void print_table(const Results& res) {
                     m.config.num_hidden_layers, m.config.hidden_size, m.matrix_params);
     std::printf("%d prompts x %d new tokens x %d repeats, seed %llu; medians over repeats [min-max]\n\n", res.n_prompts,
                 res.max_new, res.repeats, static_cast<unsigned long long>(res.seed));
-    std::printf("%-22s %4s %5s %5s %5s %5s %18s %17s %6s %6s %6s %6s  %s\n", "method", "T", "tau", "a_tok", "a_EDD",
-                "a_MCS", "tok/s [min-max]", "speedup [min-max]", "SWIpar", "SWIms", "E[spd]", "draft%", "lossless");
+    std::printf("%-22s %4s %5s %5s %5s %5s %5s %18s %17s %6s %6s %6s %6s  %s\n", "method", "T", "tau", "a_tok", "a_EDD",
+                "a_MCS", "nodes", "tok/s [min-max]", "speedup [min-max]", "SWIpar", "SWIms", "E[spd]", "draft%", "lossless");
     for (const MethodResult& r : res.rows) {
         const std::string rate = fmt("%.0f", r.tokens_per_s.median) + " [" + fmt("%.0f", r.tokens_per_s.lo) + "-" +
                                  fmt("%.0f", r.tokens_per_s.hi) + "]";
         const std::string spd = fmt("%.2f", r.speedup.median) + " [" + fmt("%.2f", r.speedup.lo) + "-" +
                                 fmt("%.2f", r.speedup.hi) + "]";
         const bool ar = r.spec.kind == MethodKind::kAutoregressive;
-        std::printf("%-22s %4.1f %5.2f %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
+        std::printf("%-22s %4.1f %5.2f %5s %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
                     r.temperature, r.summary.tau, ar ? "-" : fmt("%.2f", r.summary.alpha_token).c_str(),
                     ar ? "-" : fmt("%.2f", r.summary.alpha_depth).c_str(),
-                    ar ? "-" : fmt("%.2f", r.summary.alpha_longest).c_str(), rate.c_str(), spd.c_str(), r.swi_params,
+                    ar ? "-" : fmt("%.2f", r.summary.alpha_longest).c_str(),
+                    ar ? "-" : fmt("%.1f", r.summary.nodes_per_step).c_str(), rate.c_str(), spd.c_str(), r.swi_params,
                     r.swi_measured, fmt("%.2f", r.expected_speedup).c_str(),
                     ar ? "-" : fmt("%.1f", 100 * r.summary.draft_share()).c_str(), lossless_text(r).c_str());
     }
@@ -534,7 +585,7 @@ void write_file(const fs::path& path, const std::string& text) {
 
 std::string csv_of(const Results& res) {
     std::string s =
-        "method,kind,drafter,temperature,tau,alpha_token,alpha_depth_edd,alpha_longest_mcsd,tokens_per_s,"
+        "method,kind,drafter,temperature,tau,alpha_token,alpha_depth_edd,alpha_longest_mcsd,nodes_per_step,tokens_per_s,"
         "tokens_per_s_min,tokens_per_s_max,speedup,speedup_min,speedup_max,swi_params,swi_measured,"
         "expected_speedup,target_call_ms,verify_ms,draft_call_ms,draft_share,n_tokens,n_target_calls,n_draft_calls,"
         "prompts_compared,prompts_mismatched,lossless\n";
@@ -544,7 +595,7 @@ std::string csv_of(const Results& res) {
         for (std::size_t i = 0; (i = name.find('"', i)) != std::string::npos; i += 2) name.insert(i, 1, '"');
         s += "\"" + name + "\"," + method_name(r.spec.kind) + "," + r.spec.drafter + "," + fmt("%g", r.temperature) + "," +
              fmt("%.4f", m.tau) + "," + fmt("%.4f", m.alpha_token) + "," + fmt("%.4f", m.alpha_depth) + "," +
-             fmt("%.4f", m.alpha_longest) + "," + fmt("%.1f", r.tokens_per_s.median) + "," + fmt("%.1f", r.tokens_per_s.lo) +
+             fmt("%.4f", m.alpha_longest) + "," + fmt("%.2f", m.nodes_per_step) + "," + fmt("%.1f", r.tokens_per_s.median) + "," + fmt("%.1f", r.tokens_per_s.lo) +
              "," + fmt("%.1f", r.tokens_per_s.hi) + "," + fmt("%.4f", r.speedup.median) + "," + fmt("%.4f", r.speedup.lo) +
              "," + fmt("%.4f", r.speedup.hi) + "," + fmt("%.4f", r.swi_params) + "," + fmt("%.4f", r.swi_measured) + "," +
              fmt("%.4f", r.expected_speedup) + "," + fmt("%.4f", 1e3 * r.target_call_s) + "," + fmt("%.4f", 1e3 * r.verify_s) + "," +
@@ -619,6 +670,7 @@ std::string json_of(const Results& res) {
         o.set("alpha_token", num(m.alpha_token));
         o.set("alpha_depth_edd", num(m.alpha_depth));
         o.set("alpha_longest_mcsd", num(m.alpha_longest));
+        o.set("nodes_per_step", num(m.nodes_per_step));
         json::Array at;
         for (double v : m.accept_at_position) at.push_back(num(v));
         o.set("accept_at_position", std::move(at));

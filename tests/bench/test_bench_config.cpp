@@ -166,3 +166,39 @@ TEST_CASE("the report escapes generated text and spells out bytes that are not c
     CHECK(page.find("&lt;script&gt;x&lt;/script&gt;") != std::string::npos);
     CHECK(page.find("&lt;ar&gt;") != std::string::npos);
 }
+
+TEST_CASE("pct and eagle2 entries: EDD's pruned tree with a measured or given threshold, EAGLE-2's budget", "[bench]") {
+    const std::vector<MethodSpec> m = parse_methods(with_entry(R"(
+        {"name": "pct", "method": "pct", "drafter": "edd", "expand_threshold": "measured"},
+        {"name": "pct ablation", "method": "pct", "drafter": "edd", "expand_threshold": 0.05, "prune": "token",
+         "remove_leaves": false, "width": 3, "max_depth": 6, "max_drafts": 40, "leaf_threshold": 0.02},
+        {"name": "eagle2", "method": "eagle2", "drafter": "edd", "total_tokens": 51, "depth": 6, "top_k": 10})"),
+                                                    "m.json");
+    REQUIRE(m.size() == 4);
+    CHECK(m[1].kind == MethodKind::kPct);
+    CHECK(m[1].pct.expand_threshold == 0.0f);  // measured before the runs
+    CHECK(m[1].pct.width == 5);
+    CHECK(m[1].pct.max_depth == 10);
+    CHECK(m[1].pct.remove_leaves);
+    CHECK(m[2].pct.expand_threshold == 0.05f);
+    CHECK(m[2].pct.prune == PctPrune::kTokenConfidence);
+    CHECK(!m[2].pct.remove_leaves);
+    CHECK(m[2].pct.width == 3);
+    CHECK(m[2].pct.max_drafts == 40);
+    CHECK(m[2].pct.leaf_threshold == 0.02f);
+    CHECK(draft_nodes(m[2]) == 40);
+    CHECK(m[3].kind == MethodKind::kEagle2);
+    CHECK(m[3].eagle2.total_tokens == 51);
+    CHECK(draft_nodes(m[3]) == 50);
+    using Catch::Contains;
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "p", "method": "pct", "drafter": "edd", "expand_threshold": "fast"})"), "m.json"),
+                      Contains("entry 1 ('p'), field 'expand_threshold': unknown value \"fast\""));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "p", "method": "pct", "drafter": "edd", "expand_threshold": 1.5})"), "m.json"),
+                      Contains("field 'expand_threshold': value 1.5"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "p", "method": "pct", "drafter": "edd", "expand_threshold": 0.1, "prune": "leaf"})"), "m.json"),
+                      Contains("field 'prune': unknown value \"leaf\""));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "e", "method": "eagle2", "drafter": "edd", "gamma": 4})"), "m.json"),
+                      Contains("field 'gamma': not a field of method 'eagle2'"));
+    const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
+    CHECK(load_methods(repo / "examples/bench/methods_edd.json").size() == 12u);
+}

@@ -103,6 +103,17 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
         CAPTURE(r.statistic, r.dof);
         CHECK(r.statistic < test::chi_square_critical(r.dof));
     }
+    SECTION("EDD drafter (the target's states as a soft prompt) + PCT tree + SampleAndMatch") {
+        // EDD's paper runs greedy only; at T > 0 its PCT tree of top-k children goes with SampleAndMatch.
+        const auto r = check_composition(
+            PrunedCandidateTree{.expand_threshold = 0.2f, .leaf_threshold = 0.05f, .width = 3, .max_depth = 3},
+            SampleAndMatch{}, s, [](Models& m) {
+                static CpuModel drafter{edd_drafter_config(m.cfg), random_weights(edd_drafter_config(m.cfg), 78, 0.3f)};
+                return EddProposer(m.target, drafter, edd_hidden_layer(m.cfg));
+            });
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < test::chi_square_critical(r.dof));
+    }
     SECTION("a cascade (drafter reviewing a deterministic drafter, lenience 3) + SpeculativeSampling") {
         // CS Drafting's vertical cascade: the drafter reviews leniently, so its tokens do NOT follow its
         // own distribution; each carries the law it was drawn from, which keeps the target exact.

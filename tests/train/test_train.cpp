@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 #include "helpers.hpp"
+#include "gradient_check.hpp"
 #include "detail/train/dataset.hpp"
 #include "detail/train/optimizer.hpp"
 #include "detail/util/progress.hpp"
@@ -24,21 +25,11 @@
 
 using namespace specdec;
 using namespace specdec::train;
+using test::randn;
+using test::dot;
+using test::check_model_gradient;
 
 namespace {
-
-std::vector<double> randn(std::size_t n, std::uint64_t seed, double scale = 1.0) {
-    detail::NormalStream normal{seed};
-    std::vector<double> v(n);
-    for (double& x : v) x = scale * normal.next();
-    return v;
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-    double s = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-    return s;
-}
 
 /// Checks analytic[i] against (loss(x + h e_i) - loss(x - h e_i)) / 2h for every i.
 template <class Loss>
@@ -355,39 +346,6 @@ std::vector<int> token_rows(int n, int vocab, std::uint64_t seed) {
     StepRng rng{seed, 0, RngStream::kUser};
     for (int i = 0; i < n; ++i) t[i] = static_cast<int>(rng.uniform(static_cast<std::uint32_t>(i)) * vocab);
     return t;
-}
-
-/// For each tensor, the derivative of `loss` along a random unit direction in that tensor, by
-/// finite differences, against the analytic gradient's projection on the same direction.
-template <class Loss>
-void check_model_gradient(TrainableLlama& model, const Config& cfg, Loss&& loss, double tol = 0.02) {
-    model.zero_grad();
-    loss(/*with_backward=*/true);
-    const Weights grads = model.grads();
-    std::vector<std::string> names;
-    std::vector<const std::vector<float>*> grad_tensors;
-    for_each_tensor(grads, cfg, [&](const std::string& name, const std::vector<float>& g, std::size_t) {
-        names.push_back(name);
-        grad_tensors.push_back(&g);
-    });
-    std::size_t index = 0;
-    for_each_tensor(model.params(), cfg, [&](const std::string& name, std::vector<float>& p, std::size_t n) {
-        const std::vector<double> u = randn(n, 100 + index);
-        const double norm = std::sqrt(dot(u, u));
-        const std::vector<float>& g = *grad_tensors[index++];
-        double analytic = 0;
-        for (std::size_t i = 0; i < n; ++i) analytic += g[i] * u[i] / norm;
-        const std::vector<float> saved = p;
-        const double h = 1e-2;
-        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>(saved[i] + h * u[i] / norm);
-        const double plus = loss(false);
-        for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<float>(saved[i] - h * u[i] / norm);
-        const double minus = loss(false);
-        p = saved;
-        const double fd = (plus - minus) / (2 * h);
-        INFO(name << ": finite difference " << fd << ", backward " << analytic);
-        CHECK(std::abs(fd - analytic) <= tol * std::max(std::abs(fd), 1e-2));
-    });
 }
 
 }  // namespace
