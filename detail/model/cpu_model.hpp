@@ -378,9 +378,10 @@ public:
 
     // ---- ExposesHidden ----------------------------------------------------------------------------
     /// Chooses which hidden states the next forwards keep, HF numbering: 0 = embeddings (or the
-    /// supplied inputs), l = output of layer l, L = the final normed state. EDD reads L-4 (its
-    /// 4th-to-last layer), EAGLE/FSPAD read L. Call it before the text is forwarded (a drafter's
-    /// constructor): committed_hidden() covers only tokens forwarded while these layers were captured.
+    /// supplied inputs), l = output of layer l, L = the final normed state. EDD reads L-3 (HF's
+    /// hidden_states[-4], the output of the 4th-to-last layer), EAGLE/FSPAD read L. Call it before the
+    /// text is forwarded (a drafter's constructor): committed_hidden() covers only tokens forwarded
+    /// while these layers were captured.
     void capture_hidden(std::vector<int> layers) {
         for (int l : layers)
             detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "model", [&] {

@@ -557,7 +557,7 @@ void print_table(const Results& res) {
                     m.config.num_hidden_layers, m.config.hidden_size, m.matrix_params);
     std::printf("%d prompts x %d new tokens x %d repeats, seed %llu; medians over repeats [min-max]\n\n", res.n_prompts,
                 res.max_new, res.repeats, static_cast<unsigned long long>(res.seed));
-    std::printf("%-22s %4s %5s %5s %5s %5s %5s %18s %17s %6s %6s %6s %6s  %s\n", "method", "T", "tau", "a_tok", "a_EDD",
+    std::printf("%-26s %4s %5s %5s %5s %5s %5s %18s %17s %6s %6s %6s %6s  %s\n", "method", "T", "tau", "a_tok", "a_EDD",
                 "a_MCS", "nodes", "tok/s [min-max]", "speedup [min-max]", "SWIpar", "SWIms", "E[spd]", "draft%", "lossless");
     for (const MethodResult& r : res.rows) {
         const std::string rate = fmt("%.0f", r.tokens_per_s.median) + " [" + fmt("%.0f", r.tokens_per_s.lo) + "-" +
@@ -565,7 +565,7 @@ void print_table(const Results& res) {
         const std::string spd = fmt("%.2f", r.speedup.median) + " [" + fmt("%.2f", r.speedup.lo) + "-" +
                                 fmt("%.2f", r.speedup.hi) + "]";
         const bool ar = r.spec.kind == MethodKind::kAutoregressive;
-        std::printf("%-22s %4.1f %5.2f %5s %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
+        std::printf("%-26s %4.1f %5.2f %5s %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
                     r.temperature, r.summary.tau, ar ? "-" : fmt("%.2f", r.summary.alpha_token).c_str(),
                     ar ? "-" : fmt("%.2f", r.summary.alpha_depth).c_str(),
                     ar ? "-" : fmt("%.2f", r.summary.alpha_longest).c_str(),

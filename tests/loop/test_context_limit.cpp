@@ -157,8 +157,34 @@ struct FixedExpansion {
     explicit FixedExpansion(World& w) : proposer(w.mid) {}
 };
 
+struct Pct {  // EDD's pruned candidate tree over a plain drafter
+    static constexpr const char* kName = "PCT";
+    ModelProposer<CpuModel> proposer;
+    PrunedCandidateTree builder{.expand_threshold = 0.05f};
+    using Sampled = SampleAndMatch;
+    explicit Pct(World& w) : proposer(w.mid) {}
+};
+struct Eagle2 {
+    static constexpr const char* kName = "EAGLE-2 tree";
+    ModelProposer<CpuModel> proposer;
+    Eagle2Tree builder{.total_tokens = 12, .depth = 4, .top_k = 3};
+    using Sampled = SampleAndMatch;
+    explicit Eagle2(World& w) : proposer(w.mid) {}
+};
+struct EddPct {  // EDD's drafter on the target's states + PCT
+    static constexpr const char* kName = "EDD + PCT";
+    CpuModel drafter;
+    EddProposer<CpuModel> proposer;
+    PrunedCandidateTree builder{.expand_threshold = 0.05f};
+    using Sampled = SampleAndMatch;
+    explicit EddPct(World& w)
+        : drafter(edd_drafter_config(w.cfg), train::edd_initial_weights(edd_drafter_config(w.cfg), w.w, 15, 0.4f)),
+          proposer(w.target, drafter, edd_hidden_layer(w.cfg)) {}
+};
+
 using Compositions = std::tuple<Autoregressive, SdChain, TopKTree, SampledTree, SampledTreeWithReplacement, MaxGramChain,
-                                CsVertical, CsTwoLevel, CsThreeLevel, CsTree, GlideChain, Cape, FixedExpansion>;
+                                CsVertical, CsTwoLevel, CsThreeLevel, CsTree, GlideChain, Cape, FixedExpansion, Pct, Eagle2,
+                                EddPct>;
 
 /// Prompts of several lengths, up to the whole context but one token; some repeat themselves.
 std::vector<std::vector<int>> prompts(int context, int vocab) {
