@@ -21,9 +21,10 @@ inline std::vector<Prompt> read_prompts(const std::string& path, int count) {
     std::ifstream in(path);
     if (!in) specdec::detail::fail("demo", "cannot open '" + path + "' (run from the repository root)");
     std::vector<Prompt> all;
+    int line_no = 0;
     for (std::string line; std::getline(in, line);)
-        if (!line.empty()) {
-            const specdec::json::Value v = specdec::json::parse(line, path);
+        if (++line_no, !line.empty()) {  // messages name the file's line, as the benchmark's do
+            const specdec::json::Value v = specdec::json::parse(line, path + ":" + std::to_string(line_no));
             all.push_back({v.at("kind").as_string(), v.at("text").as_string()});
         }
     std::vector<Prompt> picked;

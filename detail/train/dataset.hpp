@@ -117,7 +117,21 @@ public:
     std::size_t size() const { return count_; }
     int bytes_per_token() const { return static_cast<int>(width_); }
 
-    int operator[](std::size_t i) const {
+    /// Token i. Call check_vocab first: an id of 2^31 or more does not fit an int.
+    int operator[](std::size_t i) const { return static_cast<int>(id(i)); }
+
+    /// Throws naming the first token >= vocab_size (a corpus tokenised for another vocabulary), read
+    /// as stored (unsigned), so that an id of 2^31 or more cannot pass as a negative int.
+    void check_vocab(int vocab_size) const {
+        for (std::size_t i = 0; i < count_; ++i)
+            detail::require(id(i) < static_cast<std::uint32_t>(std::max(vocab_size, 0)), "dataset", [&] {
+                return "'" + path_ + "': token " + std::to_string(id(i)) + " at index " + std::to_string(i) +
+                       " is outside the model's vocabulary of " + std::to_string(vocab_size);
+            });
+    }
+
+private:
+    std::uint32_t id(std::size_t i) const {
         const unsigned char* data = static_cast<const unsigned char*>(base_) + kTokenFileHeaderBytes;
         if (width_ == 2) {
             std::uint16_t v;
@@ -126,19 +140,9 @@ public:
         }
         std::uint32_t v;
         std::memcpy(&v, data + 4 * i, 4);
-        return static_cast<int>(v);
+        return v;
     }
 
-    /// Throws naming the first token >= vocab_size (a corpus tokenised for another vocabulary).
-    void check_vocab(int vocab_size) const {
-        for (std::size_t i = 0; i < count_; ++i)
-            detail::require((*this)[i] < vocab_size, "dataset", [&] {
-                return "'" + path_ + "': token " + std::to_string((*this)[i]) + " at index " + std::to_string(i) +
-                       " is outside the model's vocabulary of " + std::to_string(vocab_size);
-            });
-    }
-
-private:
     void check_header() {
         const unsigned char* h = static_cast<const unsigned char*>(base_);
         detail::require(std::memcmp(h, kTokenFileMagic, 8) == 0, "dataset", [&] {
@@ -159,8 +163,8 @@ private:
         });
         const std::size_t payload = bytes_ - kTokenFileHeaderBytes;
         detail::require(count_ <= payload / width_, "dataset", [&] {
-            return "'" + path_ + "' is truncated: the header counts " + std::to_string(count_) + " tokens (" +
-                   std::to_string(count_ * width_) + " bytes), the file holds " + std::to_string(payload) +
+            return "'" + path_ + "' is truncated: the header counts " + std::to_string(count_) + " tokens of " +
+                   std::to_string(width_) + " bytes, the file holds " + std::to_string(payload) +
                    " bytes after the header";
         });
     }

@@ -79,9 +79,12 @@ inline long draft_nodes(const MethodSpec& m) {
     switch (m.kind) {
         case MethodKind::kAutoregressive: return 0;
         case MethodKind::kChain: return m.gamma;
-        case MethodKind::kTree: {
+        case MethodKind::kTree: {  // saturates past the cap: 64 levels of 64 children would overflow
             long total = 0, level = 1;
-            for (int k : m.k_config) total += (level *= k);
+            for (int k : m.k_config) {
+                level = std::min(level * k, kMaxTreeNodes + 1);
+                total = std::min(total + level, kMaxTreeNodes + 1);
+            }
             return total;
         }
         case MethodKind::kExpanded: return m.max_drafts;
@@ -237,8 +240,8 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
             m.drafter = folder("drafter", r.string("drafter", r.need("drafter", "the drafter's model folder under --models, e.g. \"small\"")));
             m.k_config = r.integers("k_config", r.need("k_config", "children per node at each depth, e.g. [4, 2, 2, 1]"), 1, 64);
             if (draft_nodes(m) > kMaxTreeNodes)
-                r.fail("k_config", "the tree has " + std::to_string(draft_nodes(m)) + " draft nodes, more than " +
-                                       std::to_string(kMaxTreeNodes) + " fit in one verification");
+                r.fail("k_config", "the tree has more than " + std::to_string(kMaxTreeNodes) +
+                                       " draft nodes, the most that fit in one verification");
             m.draw = parse_draw(r, r.string("draw", r.need("draw", "topk, with_replacement or without_replacement")));
             return m;
         }

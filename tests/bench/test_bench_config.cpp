@@ -74,7 +74,10 @@ TEST_CASE("a bad methods entry is an error naming the file, the entry and the fi
         CHECK_THROWS_WITH(parse_methods(bad("[]"), "m.json"), Contains("field 'k_config'") && Contains("non-empty"));
         CHECK_THROWS_WITH(parse_methods(bad("4"), "m.json"), Contains("field 'k_config'"));
         CHECK_THROWS_WITH(parse_methods(bad("[8, 8, 8]"), "m.json"),
-                          Contains("field 'k_config'") && Contains("584 draft nodes"));
+                          Contains("field 'k_config'") && Contains("more than 240 draft nodes"));
+        std::string deep = "[64";  // 64 levels of 64 children: the count must not overflow and pass the cap
+        for (int i = 1; i < 64; ++i) deep += ", 64";
+        CHECK_THROWS_WITH(parse_methods(bad(deep + "]"), "m.json"), Contains("more than 240 draft nodes"));
     }
     SECTION("an unknown draw") {
         CHECK_THROWS_WITH(

@@ -708,6 +708,24 @@ TEST_CASE("a token file round-trips and bad files are errors naming the file and
     SECTION("a missing file") {
         CHECK_THROWS_WITH(TokenFile(path + ".missing"), Catch::Contains("cannot open") && Catch::Contains(".missing"));
     }
+    SECTION("a uint32 id of 2^31 or more cannot pass as a negative int") {
+        write_token_file(path, std::vector<int>{1, 70000, 3});
+        std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(static_cast<std::streamoff>(kTokenFileHeaderBytes) + 4);
+        const std::uint32_t huge = 0xFFFFFFFFu;  // -1 as an int: the ignore and embedding-input markers
+        f.write(reinterpret_cast<const char*>(&huge), 4);
+        f.close();
+        CHECK_THROWS_WITH(TokenFile(path).check_vocab(4096), Catch::Contains("token 4294967295 at index 1"));
+    }
+    SECTION("a count whose byte size overflows 64 bits") {
+        write_token_file(path, std::vector<int>{1, 70000});
+        std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+        f.seekp(16);
+        const std::uint64_t count = 0x8000000000000001ull;  // x 4 bytes wraps to 4
+        f.write(reinterpret_cast<const char*>(&count), 8);
+        f.close();
+        CHECK_THROWS_WITH(TokenFile(path), Catch::Contains("counts 9223372036854775809 tokens of 4 bytes"));
+    }
     std::filesystem::remove(path);
 }
 
