@@ -892,6 +892,9 @@ inline Tokenizer Tokenizer::from_json(std::string_view text, std::string_view or
             const json::Value* special = item.find("special");
             if (!added_content.emplace(static_cast<int>(id), content).second)
                 t.fail(field + ": id " + std::to_string(id) + " is used by an earlier added token");
+            for (const AddedToken& a : added)  // the second could never be produced
+                if (a.content == content)
+                    t.fail(field + ": content '" + content + "' is already added token " + std::to_string(a.id));
             added.push_back({content, static_cast<int>(id), special == nullptr || special->as_bool()});
         }
     }
@@ -937,6 +940,11 @@ inline Tokenizer Tokenizer::from_json(std::string_view text, std::string_view or
     }
     for (std::size_t id = 0; id < n; ++id)
         if (!seen[id]) t.fail("model.vocab: no token has id " + std::to_string(id) + " (ids must be 0..V-1)");
+    // A vocabulary without a single byte token can encode nothing; say so now, not at the first encode.
+    // (A partial byte alphabet loads: encode names the first byte it cannot spell.)
+    if (std::none_of(t.byte_ids_.begin(), t.byte_ids_.end(), [](int id) { return id >= 0; }))
+        t.fail(vocab.size() == 0 ? std::string("model.vocab is empty")
+                                 : "model.vocab has no byte token (byte-level BPE spells every text with them)");
     std::sort(added.begin(), added.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
     t.added_tokens_ = std::move(added);
 
@@ -968,6 +976,9 @@ inline Tokenizer Tokenizer::from_json(std::string_view text, std::string_view or
         }
         const json::Value* merged_id = vocab.find(merged);
         if (!merged_id) t.fail(field + ": merged token '" + merged + "' is not in model.vocab");
+        if (added_content.contains(static_cast<int>(merged_id->as_int())))  // decode would print it unmapped
+            t.fail(field + ": merged token '" + merged + "' is the added token " + std::to_string(merged_id->as_int()) +
+                   "; a merge cannot produce an added token");
         if (t.merge_rules_.contains(detail::pair_key(ids[0], ids[1])))
             t.fail(field + ": merge '" + parts[0] + "' + '" + parts[1] + "' appears twice");
         t.add_merge(ids[0], ids[1], static_cast<int>(merged_id->as_int()));

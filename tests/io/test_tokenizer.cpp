@@ -332,6 +332,18 @@ TEST_CASE("broken tokenizer.json files give errors naming the file and field", "
                       Contains("added_tokens[0].lstrip is true; only false is supported"));
     CHECK_THROWS_WITH(load(tiny_with("\"continuing_subword_prefix\": \"\"", "\"continuing_subword_prefix\": \"##\"")),
                       Contains("model.continuing_subword_prefix is \"##\""));
+    // Two added tokens with one content (the second could never be produced); an empty vocabulary;
+    // a merge that spells an added token (decode would print it without the byte-level mapping).
+    const std::string second_eos = R"("special": true}, {"id": 19, "content": "<|endoftext|>", "special": true}])";
+    CHECK_THROWS_WITH(load(tiny_with("\"special\": true}]", second_eos)),
+                      Contains("added_tokens[1]: content '<|endoftext|>' is already added token 0"));
+    std::string empty = tiny_with("\"<|endoftext|>\": 0, \"h\": 1", "\"h\": 1");
+    empty = empty.substr(0, empty.find("\"vocab\": {") + 10) + "}, \"merges\": []}}";
+    empty.replace(empty.find("\"added_tokens\": ["), 17, "\"added_tokens\": null, \"x\": [");
+    CHECK_THROWS_WITH(load(empty), Contains("tok.json: model.vocab is empty"));
+    const std::string spelled = R"("special": true}, {"id": 10, "content": "he", "special": false}])";
+    CHECK_THROWS_WITH(load(tiny_with("\"special\": true}]", spelled)),
+                      Contains("model.merges[0]: merged token 'he' is the added token 10"));
     CHECK_THROWS_WITH(load("{\"version\": \"1.0\"}"), Contains("[specdec.json] tok.json: missing field 'model'"));
     CHECK_THROWS_WITH(load(tiny_with("\"h\": 1", "\"h\": \"1\"")), Contains("[specdec.json] tok.json:6:40: expected an integer, found string \"1\""));
     CHECK_THROWS_WITH(load("{"), Contains("[specdec.json] tok.json:1:2:"));
