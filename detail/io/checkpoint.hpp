@@ -24,6 +24,8 @@ namespace specdec {
 namespace detail {
 
 inline std::string read_text_file(const std::filesystem::path& path, std::string_view where) {
+    std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
+    require(!std::filesystem::is_directory(path, ec), where, [&] { return path.string() + ": is a directory, not a file"; });
     std::ifstream in(path, std::ios::binary);
     require(static_cast<bool>(in), where, [&] { return path.string() + ": cannot open file"; });
     std::ostringstream ss;

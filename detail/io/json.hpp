@@ -623,7 +623,6 @@ private:
             return n;
         };
         bool is_integer = true;
-        bool negative_exponent = false;
         if (text_[pos_] == '-') ++pos_;
         if (pos_ < text_.size() && text_[pos_] == '0') {
             ++pos_;
@@ -640,7 +639,7 @@ private:
         if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
             ++pos_;
             is_integer = false;
-            if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) negative_exponent = text_[pos_++] == '-';
+            if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
             if (digits() == 0) error("expected a digit in exponent, found " + describe_here());
         }
         std::string_view literal = text_.substr(start, pos_ - start);
@@ -657,16 +656,48 @@ private:
         auto [end, ec] = std::from_chars(first, last, d);
         if (ec == std::errc::result_out_of_range) {
             // Underflow is a tiny number, not an error; overflow would need Infinity, which JSON lacks.
-            if (!negative_exponent) {
+            // Which one it is follows from the literal's magnitude however it is spelled (1e-400 or
+            // 0.000...1 with 400 zeros).
+            if (decimal_magnitude(literal) >= 0) {
                 pos_ = start;
-                error("number " + std::string(literal) + " is out of range for a double");
+                error("number " + shortened(literal) + " is out of range for a double");
             }
             d = literal[0] == '-' ? -0.0 : 0.0;
         } else if (ec != std::errc() || end != last) {
             pos_ = start;
-            error("invalid number " + std::string(literal));
+            error("invalid number " + shortened(literal));
         }
         return json::Value(d);
+    }
+
+    /// The power of ten of a valid number literal's first nonzero digit (0 for zero).
+    static long decimal_magnitude(std::string_view lit) {
+        std::size_t i = lit[0] == '-' ? 1 : 0;
+        const auto digit = [&] { return i < lit.size() && lit[i] >= '0' && lit[i] <= '9'; };
+        long int_digits = 0, frac_zeros = 0;
+        bool nonzero = false;
+        for (; digit(); ++i)
+            if (nonzero || lit[i] != '0') nonzero = true, ++int_digits;
+        if (i < lit.size() && lit[i] == '.')
+            for (++i; digit(); ++i)
+                if (!nonzero) {
+                    if (lit[i] == '0') ++frac_zeros;
+                    else nonzero = true;
+                }
+        long exponent = 0, sign = 1;
+        if (i < lit.size() && (lit[i] == 'e' || lit[i] == 'E')) {
+            ++i;
+            if (i < lit.size() && (lit[i] == '+' || lit[i] == '-')) sign = lit[i++] == '-' ? -1 : 1;
+            for (; digit(); ++i) exponent = std::min(exponent * 10 + (lit[i] - '0'), 1000000000L);
+        }
+        if (!nonzero) return 0;
+        return (int_digits > 0 ? int_digits - 1 : -(frac_zeros + 1)) + sign * exponent;
+    }
+
+    /// A literal for a message: whole when short, else its start and its length.
+    static std::string shortened(std::string_view lit) {
+        if (lit.size() <= 40) return std::string(lit);
+        return std::string(lit.substr(0, 24)) + "... (" + std::to_string(lit.size()) + " characters)";
     }
 
     std::string_view text_;

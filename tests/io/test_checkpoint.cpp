@@ -74,6 +74,11 @@ TEST_CASE("broken checkpoints are rejected naming the file, field or tensor", "[
         write_text(dir / "config.json", "{\"hidden_size\": 32,");
         CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("config.json"));
     }
+    SECTION("a config.json that is a directory") {
+        fs::remove(dir / "config.json");
+        fs::create_directory(dir / "config.json");
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("config.json: is a directory, not a file"));
+    }
     SECTION("a missing config field") {
         write_text(dir / "config.json", "{\"hidden_size\": 32}");
         CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("intermediate_size"));

@@ -1,4 +1,6 @@
 // Tests for detail/io/json.hpp: round trips, escapes, exact integers and every error class.
+#include <cmath>
+
 #include "catch.hpp"
 
 #include <string>
@@ -83,6 +85,16 @@ TEST_CASE("json integers are exact up to int64 and bigger ones become doubles", 
     CHECK(big.as_double() == 18446744073709551616.0);
     CHECK(json::parse("1e3", "n").as_int() == 1000);
     CHECK(json::parse("1e-400", "n").as_double() == 0.0);
+    // Underflow is zero however the literal is spelled; overflow is an error that does not print a
+    // thousand-digit literal whole.
+    CHECK(json::parse("0." + std::string(400, '0') + "1", "n").as_double() == 0.0);
+    CHECK(std::signbit(json::parse("-0." + std::string(400, '0') + "1", "n").as_double()));
+    CHECK(json::parse("0.0001e-400", "n").as_double() == 0.0);
+    CHECK(json::parse("100000e-405", "n").as_double() == 0.0);
+    CHECK_THROWS_WITH(json::parse("1e400", "n"), Contains("number 1e400 is out of range for a double"));
+    CHECK_THROWS_WITH(json::parse("0.001e500", "n"), Contains("out of range for a double"));
+    CHECK_THROWS_WITH(json::parse(std::string(1000, '9'), "n"),
+                      Contains("number 999999999999999999999999... (1000 characters) is out of range"));
     CHECK(json::Value(std::uint64_t{7}).as_int() == 7);
     CHECK_THROWS_WITH(json::Value(std::uint64_t{1} << 63), Contains("does not fit int64"));
 }
