@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -146,6 +147,12 @@ inline void read_tensor(const SafetensorsFile& file, const std::filesystem::path
     for (std::int64_t d : want) n *= static_cast<std::size_t>(d);
     t.resize(n);
     file.read_floats(*info, t);
+    // A corrupted file's NaN or Inf would decode silently (argmax of NaN logits is token 0): refused.
+    const auto bad = std::find_if(t.begin(), t.end(), [](float x) { return !std::isfinite(x); });
+    require(bad == t.end(), who, [&] {
+        return path.string() + ": tensor '" + name + "' holds " + (std::isnan(*bad) ? "NaN" : "Inf") + " at element " +
+               std::to_string(bad - t.begin()) + " (a corrupted checkpoint)";
+    });
 }
 
 /// Writes the tensors `each` visits — each(put) calls put(name, values, shape) in checkpoint order —

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -54,6 +56,33 @@ struct Generation {
         return out;
     }
 };
+
+namespace detail {
+
+/// Refuses logits holding NaN or +Inf (a corrupted model, an overflow), naming the step and node: the
+/// argmax of NaN is token 0 and sampling from it is undefined, so such a step must not emit a token.
+/// A float is NaN or ±Inf when its exponent bits are all ones: an integer OR over the row, which the
+/// compiler vectorises (a float sum would not be, its order being fixed), costs well under a microsecond.
+inline void require_finite(Rows logits, const Tree& tree, std::uint32_t step) {
+    for (int r = 0; r < logits.rows(); ++r) {
+        const std::span<const float> row = logits.row(r);
+        std::uint32_t special = 0;
+        for (float x : row) {
+            std::uint32_t bits;
+            std::memcpy(&bits, &x, 4);
+            special |= static_cast<std::uint32_t>((bits & 0x7f800000u) == 0x7f800000u) &
+                       static_cast<std::uint32_t>(bits != 0xff800000u);  // -Inf is a banned token, not an error
+        }
+        if (special == 0) continue;
+        const auto bad = std::find_if(row.begin(), row.end(), [](float x) { return std::isnan(x) || x == INFINITY; });
+        fail("generate", "step " + std::to_string(step) + ": the target's logits for tree node " + std::to_string(r) +
+                             " (token " + std::to_string(tree[r].token) + ") hold " +
+                             (std::isnan(*bad) ? "NaN" : "Inf") + " at token " + std::to_string(bad - row.begin()) +
+                             " (corrupted weights, or an overflow in the model)");
+    }
+}
+
+}  // namespace detail
 
 /// Speculative decoding, one step per target forward:
 ///   1. build  — the TreeBuilder drives the Proposer from the pending root and returns a Tree
@@ -142,6 +171,7 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         });
         const auto t1 = clock::now();
         const Rows logits = verifier.verify(target, tree);
+        detail::require_finite(logits, tree, step);
         const auto t2 = clock::now();
         AcceptResult res = acceptor.accept(tree, logits, ctx);
         validate_path(tree, res.path, "acceptor");

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <limits>
+
 #include "catch.hpp"
 #include "helpers.hpp"
 
@@ -73,6 +75,17 @@ TEST_CASE("broken checkpoints are rejected naming the file, field or tensor", "[
     SECTION("malformed config.json") {
         write_text(dir / "config.json", "{\"hidden_size\": 32,");
         CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("config.json"));
+    }
+    SECTION("weights holding NaN or Inf (a corrupted file)") {
+        Weights bad = w;
+        bad.layers[1].wk[7] = std::numeric_limits<float>::quiet_NaN();
+        save_checkpoint(dir, cfg, bad, SaveFormat::kF32);
+        CHECK_THROWS_WITH(load_checkpoint(dir),
+                          Catch::Contains("tensor 'model.layers.1.self_attn.k_proj.weight' holds NaN at element 7"));
+        bad = w;
+        bad.norm[2] = -std::numeric_limits<float>::infinity();
+        save_checkpoint(dir, cfg, bad, SaveFormat::kBF16);
+        CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("tensor 'model.norm.weight' holds Inf at element 2"));
     }
     SECTION("a config.json that is a directory") {
         fs::remove(dir / "config.json");

@@ -2,6 +2,8 @@
 // that claims it; concepts ask for nothing more than the loop uses; bad input is named.
 #include <tuple>
 
+#include <limits>
+
 #include "catch.hpp"
 #include "helpers.hpp"
 
@@ -198,6 +200,19 @@ TEST_CASE("bad generation input is a specdec::error naming the value", "[generat
     }
     SECTION("an empty prompt") {
         CHECK_THROWS_WITH(run(greedy, std::vector<int>{}, {}), Catch::Contains("prompt is empty"));
+    }
+    SECTION("logits that hold NaN name the step and the node, greedy and sampled") {
+        const Config cfg = test::tiny_config();
+        Weights w = random_weights(cfg, 3, 0.3f);
+        w.layers[1].w_down[5] = std::numeric_limits<float>::quiet_NaN();  // as a corrupted file would hold it
+        CpuModel broken(cfg, w);
+        CHECK_THROWS_WITH(autoregressive_generate(broken, prompt, {.max_new_tokens = 4}),
+                          Catch::Contains("[specdec.generate] step 0: the target's logits for tree node 0 (token 3) hold NaN"));
+        CHECK_THROWS_WITH(autoregressive_generate(broken, prompt, {.max_new_tokens = 4, .sampling = {.temperature = 1.0f}}),
+                          Catch::Contains("step 0: the target's logits for tree node 0") && Catch::Contains("NaN"));
+        w.layers[1].w_down[5] = std::numeric_limits<float>::infinity();
+        CpuModel overflowing(cfg, w);
+        CHECK_THROWS_WITH(autoregressive_generate(overflowing, prompt, {.max_new_tokens = 4}), Catch::Contains("hold"));
     }
     SECTION("a prompt longer than the context") {
         const std::vector<int> long_prompt(120, 1);
