@@ -57,7 +57,7 @@ n_val=20; n_test=30; reps=2
   --temperatures 0 --threads 1 --out "$out/search" > "$out/search.txt"
 
 # ---- 2. the best of each family (highest median speedup at T = 0) ------------------------------------
-best=$(awk -F'"' 'NR > 1 { name = $2; split($3, f, ","); speedup = f[12];  # f[12] = the speedup column
+best=$(awk -F'"' 'NR > 1 { name = $2; split($3, f, ","); speedup = f[13];  # f[13] = the speedup column
          fam = name; sub(/ (g[0-9]+|K\[.*)$/, "", fam);
          if (fam != "autoregressive" && (!(fam in top) || speedup > top[fam])) { top[fam] = speedup; pick[fam] = name } }
        END { for (k in pick) print pick[k] }' "$out/search/table.csv" | sort)
