@@ -8,7 +8,8 @@
 // output equals plain greedy decoding; VDM (the same layer without the soft prompt) is the baseline
 // of the paper's Table 1. Models: train_demo edd edd | vdm.
 //
-// Run from the repository root: ./build/release/09_edd_pct [n_prompts=6]
+// Run from the repository root: ./build/release/09_edd_pct [n_prompts=6]. Exits 1 if an output differs
+// from plain greedy decoding.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -42,6 +43,7 @@ int main(int argc, char** argv) try {
                 1e3 * costs.draft_seconds, 1e3 * costs.target_seconds, costs.ratio());
 
     const auto prompts = example::read_prompts("data/prompts.jsonl", n_prompts);
+    bool lossless = true;
     const auto measure = [&](const char* name, auto&& generate) {
         double t_plain = 0, t_spec = 0;
         long tokens = 0, steps = 0, nodes = 0, identical = 0;
@@ -58,6 +60,7 @@ int main(int argc, char** argv) try {
         }
         std::printf("%-16s tau %.2f, %5.1f draft nodes per step, speedup %.2fx, identical to plain greedy on %ld/%zu prompts\n",
                     name, double(tokens) / steps, double(nodes) / steps, t_plain / t_spec, identical, prompts.size());
+        lossless = lossless && identical == static_cast<long>(prompts.size());
     };
     measure("VDM, chain 5", [&](auto prompt, auto o) {
         return speculative_generate(target, vdm_drafts, chain, verifier, acceptor, prompt, o);
@@ -68,7 +71,7 @@ int main(int argc, char** argv) try {
     measure("EDD + PCT", [&](auto prompt, auto o) {
         return speculative_generate(target, edd_drafts, pct, verifier, acceptor, prompt, o);
     });
-    return 0;
+    return lossless ? 0 : 1;  // greedy output must be plain greedy decoding's
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

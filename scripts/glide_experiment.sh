@@ -5,7 +5,7 @@
 # held-out prompts (odd lines of data/prompts.jsonl), greedy and T = 1: acceptance under speculative
 # sampling with gamma = 5, the measured cost ratio and E(Spd) (the paper's Table 1), and walltime
 # speedups of the chain, CAPE and the fixed-size ablation. Writes build/glide/ (table.csv,
-# table.json, report.html). About 3 minutes on 2 cores; progress with ETA on stderr.
+# table.json, report.html). About 5 minutes on 2 cores; progress with ETA on stderr.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
