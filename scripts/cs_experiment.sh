@@ -7,7 +7,7 @@
 #   3. report: the picked ones on the held-out prompts (odd lines), greedy and T = 1, side by side.
 # Families: SD mid, SD small, CS mid+MaG, CS small+MaG, CS mid+small+MaG, CS tree (mid+MaG, 8
 # children per lead node). Writes build/cs/{search,final}.json, build/cs/search/, build/cs/final/
-# (table.csv, table.json, report.html). About 15 minutes on 2 cores; progress with ETA on stderr.
+# (table.csv, table.json, report.html). About 20 minutes on 2 cores; progress with ETA on stderr.
 # Options: --quick (a few configurations, few prompts: a smoke test of the pipeline).
 set -euo pipefail
 cd "$(dirname "$0")/.."
