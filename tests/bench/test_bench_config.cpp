@@ -203,5 +203,5 @@ TEST_CASE("pct and eagle2 entries: EDD's pruned tree with a measured or given th
     CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "e", "method": "eagle2", "drafter": "edd", "gamma": 4})"), "m.json"),
                       Contains("field 'gamma': not a field of method 'eagle2'"));
     const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
-    CHECK(load_methods(repo / "examples/bench/methods_edd.json").size() == 12u);
+    CHECK(load_methods(repo / "examples/bench/methods_edd.json").size() == 14u);
 }
