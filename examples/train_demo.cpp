@@ -90,6 +90,14 @@ Config config_from(const json::Value& c, int vocab) {
 }
 
 
+/// The learning-rate schedule of a train.json: warm-up, then a cosine from lr down to min_lr.
+CosineSchedule schedule_from(const json::Value& hp, int steps) {
+    return CosineSchedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
+                          .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
+                          .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
+                          .total_steps = steps};
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Checkpoints between steps, and what a run measures
 
@@ -204,10 +212,7 @@ int make_model(const std::string& name, const RunOptions& options) {
     const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
-    const CosineSchedule schedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
-                                  .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
-                                  .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
-                                  .total_steps = steps};
+    const CosineSchedule schedule = schedule_from(hp, steps);
     const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
     train_file.check_vocab(cfg.vocab_size);
     const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
@@ -319,10 +324,7 @@ int make_glide(const std::string& name, const RunOptions& options) {
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const int block_length = static_cast<int>(hp.at("block_length").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
-    const CosineSchedule schedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
-                                  .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
-                                  .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
-                                  .total_steps = steps};
+    const CosineSchedule schedule = schedule_from(hp, steps);
     const std::string target_name = hp.find("target") ? hp.at("target").as_string() : "target";
     ThreadPool pool(threads);
     const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
@@ -443,10 +445,7 @@ int make_edd(const std::string& name, const RunOptions& options) {
     const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
-    const CosineSchedule schedule{.max_lr = static_cast<float>(hp.at("lr").as_double()),
-                                  .min_lr = static_cast<float>(hp.at("min_lr").as_double()),
-                                  .warmup_steps = static_cast<int>(hp.at("warmup").as_int()),
-                                  .total_steps = steps};
+    const CosineSchedule schedule = schedule_from(hp, steps);
     const std::string target_name = hp.at("target").as_string();
     ThreadPool pool(threads);
     const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
