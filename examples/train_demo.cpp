@@ -116,6 +116,17 @@ struct RunRecord {
     double train_seconds = 0;    // wall time of every run of a resumed training
     double fma_peak = 0;         // the best f32 FMA ceiling any of its runs measured, GFLOP/s
     Series train_curve{"train", {}, {}}, held_out{"held-out", {}, {}};
+
+    /// After the step that began at t0 and ended with `loss`: the times, the curve, the progress line.
+    void record_step(double loss, std::chrono::steady_clock::time_point t0, double seconds_before,
+                     ProgressLine& progress, double tokens_this_run) {
+        step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        smooth = step == 0 ? loss : 0.95 * smooth + 0.05 * loss;
+        ++step;
+        train_curve.xs.push_back(step), train_curve.ys.push_back(loss);
+        train_seconds = seconds_before + progress.seconds_since_start();
+        progress.update(step, smooth, tokens_this_run);
+    }
 };
 
 json::Value series_json(const Series& s) {
@@ -270,12 +281,7 @@ int make_model(const std::string& name, const RunOptions& options) {
         model.backward();
         clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
-        run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        run.smooth = step == 0 ? loss : 0.95 * run.smooth + 0.05 * loss;
-        run.train_curve.xs.push_back(step + 1), run.train_curve.ys.push_back(loss);
-        run.step = step + 1;
-        run.train_seconds = seconds_before + progress.seconds_since_start();
-        progress.update(run.step, run.smooth, double(run.step - first_step) * B * T);
+        run.record_step(loss, t0, seconds_before, progress, double(step + 1 - first_step) * B * T);
         if (run.step % options.checkpoint_every == 0 || run.step == steps)
             save_run(name, cfg, model.params(), optimizer, run, hp_text);
     }
@@ -379,12 +385,7 @@ int make_glide(const std::string& name, const RunOptions& options) {
         const double loss = glide_batch(model, target, batch, block_mask, /*with_backward=*/true);
         clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
-        run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        run.smooth = step == 0 ? loss : 0.95 * run.smooth + 0.05 * loss;
-        run.train_curve.xs.push_back(step + 1), run.train_curve.ys.push_back(loss);
-        run.step = step + 1;
-        run.train_seconds = seconds_before + progress.seconds_since_start();
-        progress.update(run.step, run.smooth, double(run.step - first_step) * B * T);
+        run.record_step(loss, t0, seconds_before, progress, double(step + 1 - first_step) * B * T);
         if (run.step % options.checkpoint_every == 0 || run.step == steps)
             save_run(name, cfg, model.params(), optimizer, run, hp_text);
     }
@@ -508,12 +509,7 @@ int make_edd(const std::string& name, const RunOptions& options) {
         model.backward();
         clip_grad_norm(pool, model.grads(), cfg, 1.0);
         optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
-        run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        run.smooth = step == 0 ? loss : 0.95 * run.smooth + 0.05 * loss;
-        run.train_curve.xs.push_back(step + 1), run.train_curve.ys.push_back(loss);
-        run.step = step + 1;
-        run.train_seconds = seconds_before + progress.seconds_since_start();
-        progress.update(run.step, run.smooth, double(run.step - first_step) * B * T);
+        run.record_step(loss, t0, seconds_before, progress, double(step + 1 - first_step) * B * T);
         if (run.step % options.checkpoint_every == 0 || run.step == steps)
             save_run(name, cfg, model.params(), optimizer, run, hp_text);
     }
