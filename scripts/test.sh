@@ -20,6 +20,7 @@ cmake --install build/release --prefix build/install >/dev/null
 cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
 cmake --build build/consumer -j "$jobs" >/dev/null
 ./build/consumer/consumer
+./build/consumer/consumer_compiled
 
 echo "== ASan + UBSan build + tests"
 # -O1 -g1 (line tables: stack traces keep file and line): a test file took 77 s to compile at -O2 -g

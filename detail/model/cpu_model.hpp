@@ -13,6 +13,7 @@
 
 #include "bf16.hpp"
 #include "config.hpp"
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "matmul.hpp"
 #include "huge_pages.hpp"
@@ -44,42 +45,6 @@ constexpr int kBlockedAttentionMinNodes = 2;
 /// most of the masked upper triangle (a block computes keys up to its last node only).
 constexpr int kAttentionBlockRows = 64;
 
-// ---------------------------------------------------------------------------------------------------
-// Transposes for the blocked attention (values as matmul's W operand).
-
-#if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-/// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block, in registers (transpose16).
-SPECDEC_TARGET_AVX512 inline void transpose16x16(float* dst, std::ptrdiff_t ld_dst, const float* src, std::ptrdiff_t ld_src) {
-    __m512 r[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
-    transpose16(r);
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
-}
-#pragma GCC diagnostic pop
-#endif
-
-/// vt (hd, R) <- the first hd columns of `rows` (R rows, ld apart), transposed: by 16 x 16 register
-/// blocks where AVX-512 runs (as a scalar loop it took ~8% of a 16-node tree forward, 110M shape).
-inline void transpose_rows(float* vt, const float* rows, std::ptrdiff_t ld, int R, int hd) {
-    int r0 = 0;
-#if defined(__x86_64__)
-    if (best_isa() == MatmulIsa::kAvx512 && hd % 16 == 0)
-        for (; r0 + 16 <= R; r0 += 16)
-            for (int d = 0; d < hd; d += 16) transpose16x16(vt + std::ptrdiff_t{d} * R + r0, R, rows + r0 * ld + d, ld);
-#endif
-    // 16 keys at a time, so that each row of vt gets a whole cache line in one burst: R is often a
-    // power of two, and a row-at-a-time scatter to hd rows R floats apart thrashes one L1 set.
-    for (; r0 < R; r0 += 16)
-        for (int d = 0; d < hd; ++d)
-            for (int r = r0; r < std::min(R, r0 + 16); ++r) vt[std::ptrdiff_t{d} * R + r] = rows[r * ld + d];
-}
-
 /// A weight matrix (m, k) as the model multiplies it: panels (panel_matmul.hpp) where the CPU has
 /// AVX-512, else as stored, float32 or bfloat16 (widened in registers).
 struct Matrix {
@@ -94,37 +59,8 @@ struct Matrix {
 /// (one pass over x, one thread dispatch instead of three). With `panels` they are packed (a copy in
 /// either format); otherwise a single float32 part is used in place, and the rows are copied into
 /// `store` (float32) or converted to bfloat16.
-inline Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k, bool bf,
-                          bool panels) {
-    Matrix mat;
-    mat.m = m;
-    mat.k = k;
-    if (panels) {
-        std::vector<const float*> rows;  // row j of the stacked parts
-        rows.reserve(static_cast<std::size_t>(m));
-        for (const auto* p : parts)
-            for (std::size_t at = 0; at + static_cast<std::size_t>(k) <= p->size(); at += static_cast<std::size_t>(k))
-                rows.push_back(p->data() + at);
-        const auto row = [&](int j) { return rows[static_cast<std::size_t>(j)]; };
-        if (bf) mat.panels_bf = PanelMatrix<bf16>(m, k, row);
-        else mat.panels_f32 = PanelMatrix<float>(m, k, row);
-        return mat;
-    }
-    if (parts.size() == 1 && !bf) {
-        mat.f32 = parts[0]->data();
-        return mat;
-    }
-    if (bf) {
-        mat.bf.reserve(static_cast<std::size_t>(m) * k);
-        for (const auto* p : parts)
-            for (float v : *p) mat.bf.push_back(to_bf16(v));
-    } else {
-        store->clear();
-        for (const auto* p : parts) store->insert(store->end(), p->begin(), p->end());
-        mat.f32 = store->data();
-    }
-    return mat;
-}
+SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k,
+                                  bool bf, bool panels);
 
 }  // namespace detail
 
@@ -158,25 +94,7 @@ inline auto matrix_maker(const ModelOptions& options) {
 
 /// y (n, m) = x (n, k) · Wᵀ: every matrix product of a model goes through here, the fast product or
 /// (options.reference) the plain-loop oracle.
-inline void linear(const ModelOptions& options, float* y, const float* x, const Matrix& w, int n) {
-    if (!w.panels_f32.empty()) return panel_matmul(*options.pool, y, x, w.panels_f32, n);
-    const bool round_x = options.bf16_inputs && options.weight_format == WeightFormat::kBF16;
-    if (!w.panels_bf.empty())
-        return panel_matmul(*options.pool, y, x, w.panels_bf, n, round_x ? PanelInput::kBf16 : PanelInput::kFloat32);
-    if (round_x) {  // the same numbers as the panels' kBf16 input, on any CPU
-        const std::size_t count = static_cast<std::size_t>(n) * w.k;
-        float* rounded = thread_scratch(2, count);
-        for (std::size_t i = 0; i < count; ++i) rounded[i] = to_float(to_bf16(x[i]));
-        x = rounded;
-    }
-    if (options.reference) {
-        if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
-        else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);
-    } else {
-        if (w.bf.empty()) matmul(*options.pool, y, x, w.f32, n, w.k, w.m);
-        else matmul(*options.pool, y, x, w.bf.data(), n, w.k, w.m);
-    }
-}
+SPECDEC_INLINE void linear(const ModelOptions& options, float* y, const float* x, const Matrix& w, int n);
 
 }  // namespace detail
 
@@ -185,21 +103,7 @@ inline void linear(const ModelOptions& options, float* y, const float* x, const 
 /// hold tree node i of the last forward.
 class CpuModel {
 public:
-    CpuModel(Config config, Weights weights, ModelOptions options = {})
-        : cfg_(config), w_(std::move(weights)), opt_(options) {
-        cfg_.validate();
-        validate(w_, cfg_);
-        if (opt_.pool == nullptr) {
-            own_pool_ = std::make_unique<ThreadPool>(1);
-            opt_.pool = own_pool_.get();
-        }
-        prepare_matrices();
-        detail::require(opt_.max_tree_nodes > 0, "model", [&] {
-            return "max_tree_nodes must be > 0, got " + std::to_string(opt_.max_tree_nodes);
-        });
-        kv_ = detail::KvCache(cfg_.num_hidden_layers, cfg_.kv_dim(),
-                              detail::kv_rows(cfg_.max_position_embeddings, opt_.max_tree_nodes, "model"), "model");
-    }
+    CpuModel(Config config, Weights weights, ModelOptions options = {});
 
     // Matrices point into this object's buffers: moving keeps them valid (vectors keep their heap
     // storage), copying would not.
@@ -225,17 +129,7 @@ public:
     /// are not read (any id in the vocabulary). A soft prompt (EDD's hidden states of the target) or
     /// EAGLE-style features go through the same layers, cache and commit as tokens do; given the
     /// model's own embedding rows (embedding(t)) the logits are those of forward(), bit for bit.
-    Rows forward_embeddings(const Tree& tree, int first, Rows inputs) {
-        const int n = tree.size() - first;
-        detail::require(inputs.cols == cfg_.hidden_size && inputs.rows() == n &&
-                            inputs.data.size() == static_cast<std::size_t>(std::max(n, 0)) * cfg_.hidden_size,
-                        "model", [&] {
-                            return "forward_embeddings: inputs are (" + std::to_string(inputs.rows()) + ", " +
-                                   std::to_string(inputs.cols) + "), expected (N - first, hidden_size) = (" +
-                                   std::to_string(n) + ", " + std::to_string(cfg_.hidden_size) + ")";
-                        });
-        return run_forward(tree, first, inputs.data.data());
-    }
+    Rows forward_embeddings(const Tree& tree, int first, Rows inputs);
 
     /// The input vector (D) of `token`: its row of the embedding matrix.
     std::span<const float> embedding(int token) const {
@@ -249,132 +143,20 @@ public:
 
 private:
     /// The forward pass; `inputs` (n, D) replaces the token embeddings when not null.
-    Rows run_forward(const Tree& tree, int first, const float* inputs) {
-        const int N = tree.size(), n = N - first;
-        detail::require(first >= 0 && first <= n_computed_ && first <= N, "model", [&] {
-            return "forward from node " + std::to_string(first) + ", but only " + std::to_string(n_computed_) +
-                   " nodes of this tree were computed before (pass 0 for a new tree)";
-        });
-        tree.validate(cfg_.vocab_size);
-        detail::require(cache_len_ + std::int64_t{N} <= kv_.max_rows(), "model", [&] {
-            return "tree of " + std::to_string(N) + " nodes does not fit: cache holds " + std::to_string(cache_len_) +
-                   " tokens, capacity is " + std::to_string(kv_.max_rows()) + " (max_position_embeddings " +
-                   std::to_string(cfg_.max_position_embeddings) + " + max_tree_nodes " +
-                   std::to_string(opt_.max_tree_nodes) + ")";
-        });
-        kv_.reserve(cache_len_ + N, cache_len_ + first);  // the rows this forward writes; committed and reused ones kept
-        committed_hidden_.reserve(cache_len_ + N, cache_len_ + first);
-        n_computed_ = N;
-        const int D = cfg_.hidden_size, hd = cfg_.head_dim(), H = cfg_.num_attention_heads;
-        const int kvd = cfg_.kv_dim(), Fw = cfg_.intermediate_size, V = cfg_.vocab_size;
-        const std::size_t nn = static_cast<std::size_t>(std::max(n, 0));
-        x_.assign(nn * D, 0.0f);
-        xb_.resize(nn * D);
-        qkv_.resize(nn * (H * hd + 2 * kvd));
-        q_.resize(nn * H * hd);
-        att_.resize(nn * H * hd);
-        gate_up_.resize(nn * 2 * Fw);
-        hidden_mlp_.resize(nn * Fw);
-        logits_.resize(nn * V);
-        hidden_.assign(hidden_layers_.size(), std::vector<float>(nn * D));
-        hidden_first_ = first;
-        if (n == 0) return Rows{{}, V};
-
-        // Each node attends to the committed cache plus its ancestors (the tree mask, derived from parents).
-        std::vector<std::vector<int>> visible(n);
-        for (int i = 0; i < n; ++i) visible[i] = tree.path_to(first + i);
-        const Attention path = attention_path(n);
-        if (path == Attention::kTree || path == Attention::kBlocked) build_tree_mask(visible, N);
-        // RoPE angles once per node (position cache_len + depth), shared by every head and layer.
-        std::vector<int> positions(nn);
-        for (int i = 0; i < n; ++i) positions[i] = cache_len_ + tree[first + i].depth;
-        detail::rope_table(rope_cs_, positions, inv_freq_);
-
-        // The steps between products run per row; the fast model spreads rows over the pool.
-        const bool fast = !opt_.reference;
-        const auto rows = [&](auto&& f) { detail::for_rows(*opt_.pool, n, fast, f); };
-        const float eps = cfg_.rms_norm_eps;
-        const auto row = [](std::vector<float>& v, int i, int width) { return v.data() + static_cast<std::size_t>(i) * width; };
-
-        if (inputs != nullptr) std::copy_n(inputs, nn * D, x_.begin());
-        else
-            for (int i = 0; i < n; ++i)
-                std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, row(x_, i, D));
-        capture(0);
-        const float* first_norm = cfg_.num_hidden_layers > 0 ? w_.layers[0].attn_norm.data() : w_.norm.data();
-        rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
-        for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
-            const LayerWeights& lw = w_.layers[l];
-            float* kc = kv_.k(l);
-            float* vc = kv_.v(l);
-            // q, k and v in one product over the fused (H*hd + 2*Hkv*hd, D) matrix; xb_ holds the normed x.
-            linear(qkv_.data(), xb_.data(), mats_[l].qkv, n);
-            rows([&](int i) {
-                const std::size_t at = static_cast<std::size_t>(cache_len_ + first + i) * kvd;
-                detail::split_qkv(row(qkv_, i, H * hd + 2 * kvd), row(q_, i, H * hd), kc + at, vc + at, H,
-                                  cfg_.num_key_value_heads, hd, row(rope_cs_, i, hd), fast);
-            });
-            switch (path) {
-                case Attention::kLoop: attend(kc, vc, visible); break;
-                case Attention::kOne: attend_one(kc, vc, visible[0]); break;
-                case Attention::kTree:
-                    tree_attention_.run(*opt_.pool, att_.data(), q_.data(), kc, vc, tree_mask_.data(), tree_shape(n, first));
-                    break;
-                case Attention::kBlocked: attend_blocked(kc, vc, first, N); break;
-            }
-            linear(xb_.data(), att_.data(), mats_[l].wo, n);
-            rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), lw.mlp_norm.data(), D, eps, fast); });
-
-            // SwiGLU over the fused (2F, D) gate|up matrix.
-            linear(gate_up_.data(), xb_.data(), mats_[l].gate_up, n);
-            rows([&](int i) {
-                const float* g = row(gate_up_, i, 2 * Fw);
-                detail::swiglu(row(hidden_mlp_, i, Fw), g, g + Fw, Fw, fast);
-            });
-            linear(xb_.data(), hidden_mlp_.data(), mats_[l].down, n);
-            // The residual add, then the next layer's attention norm (or the final norm) on the same row.
-            const bool last = l + 1 == cfg_.num_hidden_layers;
-            const float* next_norm = last ? w_.norm.data() : w_.layers[l + 1].attn_norm.data();
-            rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), next_norm, D, eps, fast); });
-            if (!last) capture(l + 1);
-        }
-        std::swap(x_, xb_);
-        capture(cfg_.num_hidden_layers);  // HF's last hidden state is the normed one
-        linear(logits_.data(), x_.data(), head_, n);
-        return Rows{logits_, V};
-    }
+    Rows run_forward(const Tree& tree, int first, const float* inputs);
 
 public:
     /// Keeps the KV rows of `path` (node indices of the last forward's tree, root first, each the
     /// parent of the next) as the next committed tokens, and drops every other tree row.
-    void commit(std::span<const int> path) {
-        validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
-        kv_.gather(cache_len_, path);
-        committed_hidden_.gather(cache_len_, path);
-        cache_len_ += static_cast<int>(path.size());
-        n_computed_ = 0;
-    }
+    void commit(std::span<const int> path);
 
     /// Forgets committed tokens beyond the first n.
-    void truncate(int n) {
-        detail::require(n >= 0 && n <= cache_len_, "model", [&] {
-            return "truncate to " + std::to_string(n) + " tokens, but the cache holds " + std::to_string(cache_len_);
-        });
-        cache_len_ = n;
-        n_computed_ = 0;
-        hidden_from_ = std::min(hidden_from_, n);
-    }
+    void truncate(int n);
     void reset() { truncate(0); }
 
     // ---- ExposesKV --------------------------------------------------------------------------------
     int num_layers() const { return cfg_.num_hidden_layers; }
-    KvView kv(int layer) const {
-        detail::require(layer >= 0 && layer < cfg_.num_hidden_layers, "model", [&] {
-            return "kv(" + std::to_string(layer) + "): the model has " + std::to_string(cfg_.num_hidden_layers) + " layers";
-        });
-        return {kv_.k_rows(layer, cache_len_), kv_.v_rows(layer, cache_len_), cache_len_, cfg_.num_key_value_heads,
-                cfg_.head_dim()};
-    }
+    KvView kv(int layer) const;
 
     // ---- ExposesHidden ----------------------------------------------------------------------------
     /// Chooses which hidden states the next forwards keep, HF numbering: 0 = embeddings (or the
@@ -382,113 +164,29 @@ public:
     /// hidden_states[-4], the output of the 4th-to-last layer), EAGLE/FSPAD read L. Call it before the
     /// text is forwarded (a drafter's constructor): committed_hidden() covers only tokens forwarded
     /// while these layers were captured.
-    void capture_hidden(std::vector<int> layers) {
-        for (int l : layers)
-            detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "model", [&] {
-                return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
-                       std::to_string(cfg_.num_hidden_layers) + "]";
-            });
-        if (layers == hidden_layers_) return;  // the same layers: the committed states stay valid
-        hidden_layers_ = std::move(layers);
-        hidden_.clear();
-        committed_hidden_ = detail::RowCache(static_cast<int>(hidden_layers_.size()), cfg_.hidden_size, kv_.max_rows(), "model",
-                                             "the committed hidden states");
-        committed_hidden_.reserve(kv_.capacity(), 0);
-        hidden_from_ = cache_len_;
-    }
+    void capture_hidden(std::vector<int> layers);
     /// (N - first, D) hidden states of the last forward for the i-th captured layer.
-    Rows hidden(int i) const {
-        detail::require(i >= 0 && i < static_cast<int>(hidden_.size()), "model", [&] {
-            return "hidden(" + std::to_string(i) + "): " + std::to_string(hidden_.size()) +
-                   " layers captured in the last forward (see capture_hidden)";
-        });
-        return Rows{hidden_[i], cfg_.hidden_size};
-    }
+    Rows hidden(int i) const;
 
     /// (cache_len, D) hidden states of every committed token for the i-th captured layer: rows move
     /// with commit exactly as the KV rows do, so the prompt's prefill chunks and every accepted path
     /// are all here (a drafter fed by the target's states reads the whole text, not the last forward).
-    Rows committed_hidden(int i) const {
-        detail::require(i >= 0 && i < static_cast<int>(hidden_layers_.size()), "model", [&] {
-            return "committed_hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
-                   " layers are captured (see capture_hidden)";
-        });
-        detail::require(hidden_from_ == 0, "model", [&] {
-            return "committed_hidden: capture_hidden was called after " + std::to_string(hidden_from_) +
-                   " tokens were committed, whose states were not kept; call it before the text is forwarded "
-                   "(or reset the model)";
-        });
-        return Rows{committed_hidden_.first_rows(i, cache_len_), cfg_.hidden_size};
-    }
+    Rows committed_hidden(int i) const;
 
 private:
     /// Keeps x_ as the last forward's states of `layer` and in the committed-state rows of its nodes
     /// (rows cache_len + first + i, as the KV rows), where commit finds them.
-    void capture(int layer) {
-        for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
-            if (hidden_layers_[i] == layer) {
-                std::copy(x_.begin(), x_.end(), hidden_[i].begin());
-                float* rows = committed_hidden_.rows(static_cast<int>(i));
-                std::copy(x_.begin(), x_.end(), rows + static_cast<std::size_t>(cache_len_ + hidden_first_) * cfg_.hidden_size);
-            }
-    }
+    void capture(int layer);
 
     void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
 
     /// Fuses q|k|v and gate|up into single matrices, in the format the options ask for (matrix_maker).
-    void prepare_matrices() {
-        const int D = cfg_.hidden_size, Fw = cfg_.intermediate_size, qd = cfg_.num_attention_heads * cfg_.head_dim();
-        const int kvd = cfg_.kv_dim();
-        const auto make = detail::matrix_maker(opt_);
-        fused_.resize(2 * static_cast<std::size_t>(cfg_.num_hidden_layers));
-        mats_.resize(cfg_.num_hidden_layers);
-        for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
-            const LayerWeights& lw = w_.layers[l];
-            mats_[l].qkv = make(&fused_[2 * l], {&lw.wq, &lw.wk, &lw.wv}, qd + 2 * kvd, D);
-            mats_[l].wo = make(nullptr, {&lw.wo}, D, qd);
-            mats_[l].gate_up = make(&fused_[2 * l + 1], {&lw.w_gate, &lw.w_up}, 2 * Fw, D);
-            mats_[l].down = make(nullptr, {&lw.w_down}, D, Fw);
-        }
-        head_ = make(nullptr, {&w_.output_matrix()}, cfg_.vocab_size, D);
-        inv_freq_.resize(cfg_.head_dim() / 2);
-        for (int j = 0; j < cfg_.head_dim() / 2; ++j)
-            inv_freq_[j] = std::pow(static_cast<double>(cfg_.rope_theta), -2.0 * j / cfg_.head_dim());
-    }
+    void prepare_matrices();
 
     /// att_ (n, H*hd): softmax(q·kᵀ/√hd)·v over committed rows and each node's visible tree rows.
     /// One task per (node, head); scores live in scores_ (n*H, T + depth + 1). The reference model's
     /// path (the fast one takes attend_one or attend_blocked).
-    void attend(const float* kc, const float* vc, const std::vector<std::vector<int>>& visible) {
-        const int n = static_cast<int>(visible.size()), H = cfg_.num_attention_heads, hd = cfg_.head_dim();
-        const int kvd = cfg_.kv_dim(), group = H / cfg_.num_key_value_heads, T = cache_len_;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        std::size_t stride = 0;
-        for (const auto& v : visible) stride = std::max(stride, static_cast<std::size_t>(T) + v.size());
-        scores_.resize(static_cast<std::size_t>(n) * H * stride);
-        const auto task = [&](int t) {
-            const int i = t / H, h = t % H, kvh = h / group;
-            const float* q = &q_[(static_cast<std::size_t>(i) * H + h) * hd];
-            float* s = &scores_[static_cast<std::size_t>(t) * stride];
-            const auto key_row = [&](std::size_t r) { return static_cast<std::size_t>(r < static_cast<std::size_t>(T) ? r : T + visible[i][r - T]); };
-            const std::size_t len = T + visible[i].size();
-            float mx = -INFINITY;
-            for (std::size_t r = 0; r < len; ++r) {
-                s[r] = dot(q, kc + key_row(r) * kvd + kvh * hd, hd) * scale;
-                mx = std::max(mx, s[r]);
-            }
-            float sum = 0.0f;
-            for (std::size_t r = 0; r < len; ++r) sum += (s[r] = std::exp(s[r] - mx));
-            float* out = &att_[(static_cast<std::size_t>(i) * H + h) * hd];
-            std::fill(out, out + hd, 0.0f);
-            const float inv = 1.0f / sum;
-            for (std::size_t r = 0; r < len; ++r) axpy(out, s[r] * inv, vc + key_row(r) * kvd + kvh * hd, hd);
-        };
-        if (opt_.reference) {
-            for (int t = 0; t < n * H; ++t) task(t);
-        } else {
-            opt_.pool->parallel_for(n * H, task);
-        }
-    }
+    void attend(const float* kc, const float* vc, const std::vector<std::vector<int>>& visible);
 
     /// att_ (1, H*hd) for a single node (a decode step) like attend(), split over the key rows instead
     /// of the heads: a task reads its rows whole (all heads, kvd contiguous floats) where a per-head
@@ -496,52 +194,7 @@ private:
     /// streamed through, that strided read from memory cost about a fifth of a 110M bf16 decode step.
     /// Each chunk keeps per head its max score, sum of exponentials and weighted values; the chunks
     /// are merged as in flash-decoding (Dao et al., "Flash-Decoding for long-context inference", 2023).
-    void attend_one(const float* kc, const float* vc, const std::vector<int>& tree_rows) {
-        const int H = cfg_.num_attention_heads, hd = cfg_.head_dim(), kvd = cfg_.kv_dim();
-        const int group = H / cfg_.num_key_value_heads, T = cache_len_;
-        const int len = T + static_cast<int>(tree_rows.size());
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const int chunk = std::max(32, (len + 4 * opt_.pool->size() - 1) / (4 * opt_.pool->size()));
-        const int n_chunks = (len + chunk - 1) / chunk;
-        const std::size_t part = static_cast<std::size_t>(hd) + 2;  // per (chunk, head): max, sum, hd values
-        scores_.resize(static_cast<std::size_t>(n_chunks) * H * chunk);
-        partials_.resize(static_cast<std::size_t>(n_chunks) * H * part);
-        const auto row = [&](const float* cache, int r) {
-            return cache + static_cast<std::size_t>(r < T ? r : T + tree_rows[r - T]) * kvd;
-        };
-        opt_.pool->parallel_for(n_chunks, [&](int c) {
-            const int r0 = c * chunk, rows = std::min(len, r0 + chunk) - r0;
-            float* s = &scores_[static_cast<std::size_t>(c) * H * chunk];  // (H, chunk)
-            for (int r = 0; r < rows; ++r) {
-                const float* k = row(kc, r0 + r);
-                for (int h = 0; h < H; ++h) s[h * chunk + r] = dot(&q_[static_cast<std::size_t>(h) * hd], k + (h / group) * hd, hd);
-            }
-            float* out = &partials_[static_cast<std::size_t>(c) * H * part];
-            for (int h = 0; h < H; ++h) {
-                float* p = out + h * part;
-                p[0] = scale * *std::max_element(s + h * chunk, s + h * chunk + rows);
-                p[1] = detail::softmax_numerators(s + h * chunk, rows, scale);
-                std::fill(p + 2, p + part, 0.0f);
-            }
-            for (int r = 0; r < rows; ++r) {
-                const float* v = row(vc, r0 + r);
-                for (int h = 0; h < H; ++h) axpy(out + h * part + 2, s[h * chunk + r], v + (h / group) * hd, hd);
-            }
-        });
-        for (int h = 0; h < H; ++h) {
-            float M = -INFINITY, L = 0.0f;
-            for (int c = 0; c < n_chunks; ++c) M = std::max(M, partials_[(static_cast<std::size_t>(c) * H + h) * part]);
-            float* o = &att_[static_cast<std::size_t>(h) * hd];
-            std::fill(o, o + hd, 0.0f);
-            for (int c = 0; c < n_chunks; ++c) {
-                const float* p = &partials_[(static_cast<std::size_t>(c) * H + h) * part];
-                const float w = std::exp(p[0] - M);
-                L += w * p[1];
-                axpy(o, w, p + 2, hd);
-            }
-            for (int d = 0; d < hd; ++d) o[d] /= L;
-        }
-    }
+    void attend_one(const float* kc, const float* vc, const std::vector<int>& tree_rows);
 
     /// How a forward of n nodes attends: the reference model loops per (node, head); the fast one
     /// takes tree_attention where AVX-512 runs (queries in vector lanes, the cache read in place, every
@@ -561,12 +214,7 @@ private:
 
     /// tree_mask_ (n, N): row i marks the tree nodes that node first + i sees (its ancestors and
     /// itself). Built once per forward from `visible`; every layer and head reads it.
-    void build_tree_mask(const std::vector<std::vector<int>>& visible, int N) {
-        const std::size_t n = visible.size();
-        tree_mask_.assign(n * N, 0);
-        for (std::size_t i = 0; i < n; ++i)
-            for (int j : visible[i]) tree_mask_[i * N + j] = 1;
-    }
+    void build_tree_mask(const std::vector<std::vector<int>>& visible, int N);
 
     /// att_ (n, H*hd) like attend(), as matrix products: the same result up to float32 summation
     /// order. For the N - first = n nodes of tree `N` nodes long, over R = T + N key rows.
@@ -585,81 +233,7 @@ private:
     /// items from a shared counter, and the matmul calls inside run inline on their task's thread
     /// (a parallel_for issued from inside a task does). Items are many (Hkv per block of nodes);
     /// were there a single one, its parallel_for would run inline and the matmuls use the pool.
-    void attend_blocked(const float* kc, const float* vc, int first, int N) {
-        const int n = N - first, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, hd = cfg_.head_dim();
-        const int kvd = cfg_.kv_dim(), G = H / Hkv, T = cache_len_, R = T + N;
-        const int B = std::max(1, detail::kAttentionBlockRows / G);  // nodes per block: G*B query rows
-        const int n_blocks = (n + B - 1) / B, n_items = Hkv * n_blocks;
-        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-        const auto at = [](auto... i) { return (std::size_t{1} * ... * static_cast<std::size_t>(i)); };  // an offset
-        ThreadPool& pool = *opt_.pool;
-
-        // Step 1: each kv head's keys (R, hd) and values transposed (hd, R), contiguous, the shape
-        // of matmul's W operand.
-        k_heads_.resize(at(Hkv, R, hd));
-        vt_heads_.resize(at(Hkv, hd, R));
-        pool.parallel_for(Hkv, [&](int kvh) {
-            float* k = &k_heads_[at(kvh, R, hd)];
-            float* vt = &vt_heads_[at(kvh, hd, R)];
-            for (int r = 0; r < R; ++r) std::copy_n(kc + at(r, kvd) + at(kvh, hd), hd, k + at(r, hd));
-            detail::transpose_rows(vt, vc + at(kvh, hd), kvd, R, hd);
-        });
-
-        // Step 2: one work item, kv head `kvh` against nodes [i0, i1), G*(i1 - i0) query rows,
-        // node-major (row = node * G + g is query head kvh*G + g), and key rows [0, Rk).
-        const std::size_t slot_size = at(2 * G * B, hd) + at(G * B, R) + at(hd, R) + at(G * B);
-        slots_.resize(at(std::min(pool.size(), n_items), slot_size));
-        const auto block = [&](int item, float* slot) {
-            const int kvh = item % Hkv, b = n_blocks - 1 - item / Hkv;  // longest key ranges first
-            const int i0 = b * B, i1 = std::min(n, i0 + B), rows = G * (i1 - i0), Rk = T + first + i1;
-            float* q = slot;                   // (rows, hd) queries
-            float* s = q + at(G * B, hd);      // (rows, Rk) scores, then probabilities
-            float* vt = s + at(G * B, R);      // (hd, Rk) values of keys [0, Rk), transposed
-            float* o = vt + at(hd, R);         // (rows, hd) outputs
-            float* inv_sum = o + at(G * B, hd);  // (rows) 1 / softmax denominator
-
-            // 2a. Queries: a node's query heads of one group are adjacent in q_.
-            for (int i = i0; i < i1; ++i) std::copy_n(&q_[at(i * H + kvh * G, hd)], G * hd, q + at((i - i0) * G, hd));
-
-            // 2b. S = Q·Kᵀ (rows, Rk).
-            matmul(pool, s, q, &k_heads_[at(kvh, R, hd)], rows, hd, Rk);
-
-            // 2c. Mask, then softmax numerators per row; the division by the row sum waits for O
-            // (hd values a row instead of Rk). Keys after the row's node (its descendants, later
-            // branches) are masked for every node: zero probability.
-            for (int row = 0; row < rows; ++row) {
-                const int i = i0 + row / G, len = T + first + i + 1;
-                const std::uint8_t* seen = &tree_mask_[at(i, N)];  // (N) tree rows this node sees
-                float* p = s + at(row, Rk);
-                for (int j = 0; j < first + i; ++j)
-                    if (!seen[j]) p[T + j] = -INFINITY;
-                inv_sum[row] = 1.0f / detail::softmax_numerators(p, len, scale);  // sum >= 1: the max is 1
-                std::fill(p + len, p + Rk, 0.0f);
-            }
-
-            // 2d. O = P·V (rows, hd), with Vᵀ cut to the block's keys (matmul's W rows are Rk apart).
-            const float* v = &vt_heads_[at(kvh, hd, R)];
-            if (Rk < R) {
-                for (int d = 0; d < hd; ++d) std::copy_n(v + at(d, R), Rk, vt + at(d, Rk));
-                v = vt;
-            }
-            matmul(pool, o, s, v, rows, Rk, hd);
-
-            // 2e. Outputs, divided by their row sums, back to att_ (n, H*hd), the layout of q_.
-            for (int row = 0; row < rows; ++row) {
-                const int i = i0 + row / G, g = row % G;
-                float* out = &att_[at(i * H + kvh * G + g, hd)];
-                for (int d = 0; d < hd; ++d) out[d] = o[at(row, hd) + d] * inv_sum[row];
-            }
-        };
-
-        // Step 3: run the items, one slot of work space per pool task.
-        std::atomic<int> next_item{0};
-        pool.parallel_for(std::min(pool.size(), n_items), [&](int task) {
-            for (int item; (item = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
-                block(item, &slots_[at(task, slot_size)]);
-        });
-    }
+    void attend_blocked(const float* kc, const float* vc, int first, int N);
 
     struct LayerMatrices {
         detail::Matrix qkv, wo, gate_up, down;
@@ -697,5 +271,478 @@ private:
     detail::RowCache committed_hidden_;       // (captured, C, D): rows [0, T) committed, T + i tree node i
     int hidden_from_ = 0;                     // committed rows before it were forwarded before capture_hidden
 };
+
+#if SPECDEC_BODIES
+// ---------------------------------------------------------------------------------------------------
+// The bodies: compiled in every translation unit (header-only use), or once, in the program's
+// SPECDEC_IMPLEMENTATION unit (detail/core/compiled.hpp).
+
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------------
+// Transposes for the blocked attention (values as matmul's W operand).
+
+#if defined(__x86_64__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+/// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block, in registers (transpose16).
+SPECDEC_TARGET_AVX512 inline void transpose16x16(float* dst, std::ptrdiff_t ld_dst, const float* src, std::ptrdiff_t ld_src) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * ld_src);
+    transpose16(r);
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
+}
+#pragma GCC diagnostic pop
+#endif
+
+/// vt (hd, R) <- the first hd columns of `rows` (R rows, ld apart), transposed: by 16 x 16 register
+/// blocks where AVX-512 runs (as a scalar loop it took ~8% of a 16-node tree forward, 110M shape).
+inline void transpose_rows(float* vt, const float* rows, std::ptrdiff_t ld, int R, int hd) {
+    int r0 = 0;
+#if defined(__x86_64__)
+    if (best_isa() == MatmulIsa::kAvx512 && hd % 16 == 0)
+        for (; r0 + 16 <= R; r0 += 16)
+            for (int d = 0; d < hd; d += 16) transpose16x16(vt + std::ptrdiff_t{d} * R + r0, R, rows + r0 * ld + d, ld);
+#endif
+    // 16 keys at a time, so that each row of vt gets a whole cache line in one burst: R is often a
+    // power of two, and a row-at-a-time scatter to hd rows R floats apart thrashes one L1 set.
+    for (; r0 < R; r0 += 16)
+        for (int d = 0; d < hd; ++d)
+            for (int r = r0; r < std::min(R, r0 + 16); ++r) vt[std::ptrdiff_t{d} * R + r] = rows[r * ld + d];
+}
+
+SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k,
+                                  bool bf, bool panels) {
+    Matrix mat;
+    mat.m = m;
+    mat.k = k;
+    if (panels) {
+        std::vector<const float*> rows;  // row j of the stacked parts
+        rows.reserve(static_cast<std::size_t>(m));
+        for (const auto* p : parts)
+            for (std::size_t at = 0; at + static_cast<std::size_t>(k) <= p->size(); at += static_cast<std::size_t>(k))
+                rows.push_back(p->data() + at);
+        const auto row = [&](int j) { return rows[static_cast<std::size_t>(j)]; };
+        if (bf) mat.panels_bf = PanelMatrix<bf16>(m, k, row);
+        else mat.panels_f32 = PanelMatrix<float>(m, k, row);
+        return mat;
+    }
+    if (parts.size() == 1 && !bf) {
+        mat.f32 = parts[0]->data();
+        return mat;
+    }
+    if (bf) {
+        mat.bf.reserve(static_cast<std::size_t>(m) * k);
+        for (const auto* p : parts)
+            for (float v : *p) mat.bf.push_back(to_bf16(v));
+    } else {
+        store->clear();
+        for (const auto* p : parts) store->insert(store->end(), p->begin(), p->end());
+        mat.f32 = store->data();
+    }
+    return mat;
+}
+
+SPECDEC_INLINE void linear(const ModelOptions& options, float* y, const float* x, const Matrix& w, int n) {
+    if (!w.panels_f32.empty()) return panel_matmul(*options.pool, y, x, w.panels_f32, n);
+    const bool round_x = options.bf16_inputs && options.weight_format == WeightFormat::kBF16;
+    if (!w.panels_bf.empty())
+        return panel_matmul(*options.pool, y, x, w.panels_bf, n, round_x ? PanelInput::kBf16 : PanelInput::kFloat32);
+    if (round_x) {  // the same numbers as the panels' kBf16 input, on any CPU
+        const std::size_t count = static_cast<std::size_t>(n) * w.k;
+        float* rounded = thread_scratch(2, count);
+        for (std::size_t i = 0; i < count; ++i) rounded[i] = to_float(to_bf16(x[i]));
+        x = rounded;
+    }
+    if (options.reference) {
+        if (w.bf.empty()) matmul_reference(y, x, w.f32, n, w.k, w.m);
+        else matmul_reference(y, x, w.bf.data(), n, w.k, w.m);
+    } else {
+        if (w.bf.empty()) matmul(*options.pool, y, x, w.f32, n, w.k, w.m);
+        else matmul(*options.pool, y, x, w.bf.data(), n, w.k, w.m);
+    }
+}
+
+}  // namespace detail
+
+SPECDEC_INLINE CpuModel::CpuModel(Config config, Weights weights, ModelOptions options)
+    : cfg_(config), w_(std::move(weights)), opt_(options) {
+    cfg_.validate();
+    validate(w_, cfg_);
+    if (opt_.pool == nullptr) {
+        own_pool_ = std::make_unique<ThreadPool>(1);
+        opt_.pool = own_pool_.get();
+    }
+    prepare_matrices();
+    detail::require(opt_.max_tree_nodes > 0, "model", [&] {
+        return "max_tree_nodes must be > 0, got " + std::to_string(opt_.max_tree_nodes);
+    });
+    kv_ = detail::KvCache(cfg_.num_hidden_layers, cfg_.kv_dim(),
+                          detail::kv_rows(cfg_.max_position_embeddings, opt_.max_tree_nodes, "model"), "model");
+}
+
+SPECDEC_INLINE Rows CpuModel::forward_embeddings(const Tree& tree, int first, Rows inputs) {
+    const int n = tree.size() - first;
+    detail::require(inputs.cols == cfg_.hidden_size && inputs.rows() == n &&
+                        inputs.data.size() == static_cast<std::size_t>(std::max(n, 0)) * cfg_.hidden_size,
+                    "model", [&] {
+                        return "forward_embeddings: inputs are (" + std::to_string(inputs.rows()) + ", " +
+                               std::to_string(inputs.cols) + "), expected (N - first, hidden_size) = (" +
+                               std::to_string(n) + ", " + std::to_string(cfg_.hidden_size) + ")";
+                    });
+    return run_forward(tree, first, inputs.data.data());
+}
+
+SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const float* inputs) {
+    const int N = tree.size(), n = N - first;
+    detail::require(first >= 0 && first <= n_computed_ && first <= N, "model", [&] {
+        return "forward from node " + std::to_string(first) + ", but only " + std::to_string(n_computed_) +
+               " nodes of this tree were computed before (pass 0 for a new tree)";
+    });
+    tree.validate(cfg_.vocab_size);
+    detail::require(cache_len_ + std::int64_t{N} <= kv_.max_rows(), "model", [&] {
+        return "tree of " + std::to_string(N) + " nodes does not fit: cache holds " + std::to_string(cache_len_) +
+               " tokens, capacity is " + std::to_string(kv_.max_rows()) + " (max_position_embeddings " +
+               std::to_string(cfg_.max_position_embeddings) + " + max_tree_nodes " +
+               std::to_string(opt_.max_tree_nodes) + ")";
+    });
+    kv_.reserve(cache_len_ + N, cache_len_ + first);  // the rows this forward writes; committed and reused ones kept
+    committed_hidden_.reserve(cache_len_ + N, cache_len_ + first);
+    n_computed_ = N;
+    const int D = cfg_.hidden_size, hd = cfg_.head_dim(), H = cfg_.num_attention_heads;
+    const int kvd = cfg_.kv_dim(), Fw = cfg_.intermediate_size, V = cfg_.vocab_size;
+    const std::size_t nn = static_cast<std::size_t>(std::max(n, 0));
+    x_.assign(nn * D, 0.0f);
+    xb_.resize(nn * D);
+    qkv_.resize(nn * (H * hd + 2 * kvd));
+    q_.resize(nn * H * hd);
+    att_.resize(nn * H * hd);
+    gate_up_.resize(nn * 2 * Fw);
+    hidden_mlp_.resize(nn * Fw);
+    logits_.resize(nn * V);
+    hidden_.assign(hidden_layers_.size(), std::vector<float>(nn * D));
+    hidden_first_ = first;
+    if (n == 0) return Rows{{}, V};
+
+    // Each node attends to the committed cache plus its ancestors (the tree mask, derived from parents).
+    std::vector<std::vector<int>> visible(n);
+    for (int i = 0; i < n; ++i) visible[i] = tree.path_to(first + i);
+    const Attention path = attention_path(n);
+    if (path == Attention::kTree || path == Attention::kBlocked) build_tree_mask(visible, N);
+    // RoPE angles once per node (position cache_len + depth), shared by every head and layer.
+    std::vector<int> positions(nn);
+    for (int i = 0; i < n; ++i) positions[i] = cache_len_ + tree[first + i].depth;
+    detail::rope_table(rope_cs_, positions, inv_freq_);
+
+    // The steps between products run per row; the fast model spreads rows over the pool.
+    const bool fast = !opt_.reference;
+    const auto rows = [&](auto&& f) { detail::for_rows(*opt_.pool, n, fast, f); };
+    const float eps = cfg_.rms_norm_eps;
+    const auto row = [](std::vector<float>& v, int i, int width) { return v.data() + static_cast<std::size_t>(i) * width; };
+
+    if (inputs != nullptr) std::copy_n(inputs, nn * D, x_.begin());
+    else
+        for (int i = 0; i < n; ++i)
+            std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, row(x_, i, D));
+    capture(0);
+    const float* first_norm = cfg_.num_hidden_layers > 0 ? w_.layers[0].attn_norm.data() : w_.norm.data();
+    rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+        const LayerWeights& lw = w_.layers[l];
+        float* kc = kv_.k(l);
+        float* vc = kv_.v(l);
+        // q, k and v in one product over the fused (H*hd + 2*Hkv*hd, D) matrix; xb_ holds the normed x.
+        linear(qkv_.data(), xb_.data(), mats_[l].qkv, n);
+        rows([&](int i) {
+            const std::size_t at = static_cast<std::size_t>(cache_len_ + first + i) * kvd;
+            detail::split_qkv(row(qkv_, i, H * hd + 2 * kvd), row(q_, i, H * hd), kc + at, vc + at, H,
+                              cfg_.num_key_value_heads, hd, row(rope_cs_, i, hd), fast);
+        });
+        switch (path) {
+            case Attention::kLoop: attend(kc, vc, visible); break;
+            case Attention::kOne: attend_one(kc, vc, visible[0]); break;
+            case Attention::kTree:
+                tree_attention_.run(*opt_.pool, att_.data(), q_.data(), kc, vc, tree_mask_.data(), tree_shape(n, first));
+                break;
+            case Attention::kBlocked: attend_blocked(kc, vc, first, N); break;
+        }
+        linear(xb_.data(), att_.data(), mats_[l].wo, n);
+        rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), lw.mlp_norm.data(), D, eps, fast); });
+
+        // SwiGLU over the fused (2F, D) gate|up matrix.
+        linear(gate_up_.data(), xb_.data(), mats_[l].gate_up, n);
+        rows([&](int i) {
+            const float* g = row(gate_up_, i, 2 * Fw);
+            detail::swiglu(row(hidden_mlp_, i, Fw), g, g + Fw, Fw, fast);
+        });
+        linear(xb_.data(), hidden_mlp_.data(), mats_[l].down, n);
+        // The residual add, then the next layer's attention norm (or the final norm) on the same row.
+        const bool last = l + 1 == cfg_.num_hidden_layers;
+        const float* next_norm = last ? w_.norm.data() : w_.layers[l + 1].attn_norm.data();
+        rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), next_norm, D, eps, fast); });
+        if (!last) capture(l + 1);
+    }
+    std::swap(x_, xb_);
+    capture(cfg_.num_hidden_layers);  // HF's last hidden state is the normed one
+    linear(logits_.data(), x_.data(), head_, n);
+    return Rows{logits_, V};
+}
+
+SPECDEC_INLINE void CpuModel::commit(std::span<const int> path) {
+    validate_commit(path, n_computed_, cache_len_, cfg_.max_position_embeddings, "model");
+    kv_.gather(cache_len_, path);
+    committed_hidden_.gather(cache_len_, path);
+    cache_len_ += static_cast<int>(path.size());
+    n_computed_ = 0;
+}
+
+SPECDEC_INLINE void CpuModel::truncate(int n) {
+    detail::require(n >= 0 && n <= cache_len_, "model", [&] {
+        return "truncate to " + std::to_string(n) + " tokens, but the cache holds " + std::to_string(cache_len_);
+    });
+    cache_len_ = n;
+    n_computed_ = 0;
+    hidden_from_ = std::min(hidden_from_, n);
+}
+
+SPECDEC_INLINE KvView CpuModel::kv(int layer) const {
+    detail::require(layer >= 0 && layer < cfg_.num_hidden_layers, "model", [&] {
+        return "kv(" + std::to_string(layer) + "): the model has " + std::to_string(cfg_.num_hidden_layers) + " layers";
+    });
+    return {kv_.k_rows(layer, cache_len_), kv_.v_rows(layer, cache_len_), cache_len_, cfg_.num_key_value_heads,
+            cfg_.head_dim()};
+}
+
+SPECDEC_INLINE void CpuModel::capture_hidden(std::vector<int> layers) {
+    for (int l : layers)
+        detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "model", [&] {
+            return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
+                   std::to_string(cfg_.num_hidden_layers) + "]";
+        });
+    if (layers == hidden_layers_) return;  // the same layers: the committed states stay valid
+    hidden_layers_ = std::move(layers);
+    hidden_.clear();
+    committed_hidden_ = detail::RowCache(static_cast<int>(hidden_layers_.size()), cfg_.hidden_size, kv_.max_rows(), "model",
+                                         "the committed hidden states");
+    committed_hidden_.reserve(kv_.capacity(), 0);
+    hidden_from_ = cache_len_;
+}
+
+SPECDEC_INLINE Rows CpuModel::hidden(int i) const {
+    detail::require(i >= 0 && i < static_cast<int>(hidden_.size()), "model", [&] {
+        return "hidden(" + std::to_string(i) + "): " + std::to_string(hidden_.size()) +
+               " layers captured in the last forward (see capture_hidden)";
+    });
+    return Rows{hidden_[i], cfg_.hidden_size};
+}
+
+SPECDEC_INLINE Rows CpuModel::committed_hidden(int i) const {
+    detail::require(i >= 0 && i < static_cast<int>(hidden_layers_.size()), "model", [&] {
+        return "committed_hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
+               " layers are captured (see capture_hidden)";
+    });
+    detail::require(hidden_from_ == 0, "model", [&] {
+        return "committed_hidden: capture_hidden was called after " + std::to_string(hidden_from_) +
+               " tokens were committed, whose states were not kept; call it before the text is forwarded "
+               "(or reset the model)";
+    });
+    return Rows{committed_hidden_.first_rows(i, cache_len_), cfg_.hidden_size};
+}
+
+SPECDEC_INLINE void CpuModel::capture(int layer) {
+    for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
+        if (hidden_layers_[i] == layer) {
+            std::copy(x_.begin(), x_.end(), hidden_[i].begin());
+            float* rows = committed_hidden_.rows(static_cast<int>(i));
+            std::copy(x_.begin(), x_.end(), rows + static_cast<std::size_t>(cache_len_ + hidden_first_) * cfg_.hidden_size);
+        }
+}
+
+SPECDEC_INLINE void CpuModel::prepare_matrices() {
+    const int D = cfg_.hidden_size, Fw = cfg_.intermediate_size, qd = cfg_.num_attention_heads * cfg_.head_dim();
+    const int kvd = cfg_.kv_dim();
+    const auto make = detail::matrix_maker(opt_);
+    fused_.resize(2 * static_cast<std::size_t>(cfg_.num_hidden_layers));
+    mats_.resize(cfg_.num_hidden_layers);
+    for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
+        const LayerWeights& lw = w_.layers[l];
+        mats_[l].qkv = make(&fused_[2 * l], {&lw.wq, &lw.wk, &lw.wv}, qd + 2 * kvd, D);
+        mats_[l].wo = make(nullptr, {&lw.wo}, D, qd);
+        mats_[l].gate_up = make(&fused_[2 * l + 1], {&lw.w_gate, &lw.w_up}, 2 * Fw, D);
+        mats_[l].down = make(nullptr, {&lw.w_down}, D, Fw);
+    }
+    head_ = make(nullptr, {&w_.output_matrix()}, cfg_.vocab_size, D);
+    inv_freq_.resize(cfg_.head_dim() / 2);
+    for (int j = 0; j < cfg_.head_dim() / 2; ++j)
+        inv_freq_[j] = std::pow(static_cast<double>(cfg_.rope_theta), -2.0 * j / cfg_.head_dim());
+}
+
+SPECDEC_INLINE void CpuModel::attend(const float* kc, const float* vc, const std::vector<std::vector<int>>& visible) {
+    const int n = static_cast<int>(visible.size()), H = cfg_.num_attention_heads, hd = cfg_.head_dim();
+    const int kvd = cfg_.kv_dim(), group = H / cfg_.num_key_value_heads, T = cache_len_;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::size_t stride = 0;
+    for (const auto& v : visible) stride = std::max(stride, static_cast<std::size_t>(T) + v.size());
+    scores_.resize(static_cast<std::size_t>(n) * H * stride);
+    const auto task = [&](int t) {
+        const int i = t / H, h = t % H, kvh = h / group;
+        const float* q = &q_[(static_cast<std::size_t>(i) * H + h) * hd];
+        float* s = &scores_[static_cast<std::size_t>(t) * stride];
+        const auto key_row = [&](std::size_t r) { return static_cast<std::size_t>(r < static_cast<std::size_t>(T) ? r : T + visible[i][r - T]); };
+        const std::size_t len = T + visible[i].size();
+        float mx = -INFINITY;
+        for (std::size_t r = 0; r < len; ++r) {
+            s[r] = dot(q, kc + key_row(r) * kvd + kvh * hd, hd) * scale;
+            mx = std::max(mx, s[r]);
+        }
+        float sum = 0.0f;
+        for (std::size_t r = 0; r < len; ++r) sum += (s[r] = std::exp(s[r] - mx));
+        float* out = &att_[(static_cast<std::size_t>(i) * H + h) * hd];
+        std::fill(out, out + hd, 0.0f);
+        const float inv = 1.0f / sum;
+        for (std::size_t r = 0; r < len; ++r) axpy(out, s[r] * inv, vc + key_row(r) * kvd + kvh * hd, hd);
+    };
+    if (opt_.reference) {
+        for (int t = 0; t < n * H; ++t) task(t);
+    } else {
+        opt_.pool->parallel_for(n * H, task);
+    }
+}
+
+SPECDEC_INLINE void CpuModel::attend_one(const float* kc, const float* vc, const std::vector<int>& tree_rows) {
+    const int H = cfg_.num_attention_heads, hd = cfg_.head_dim(), kvd = cfg_.kv_dim();
+    const int group = H / cfg_.num_key_value_heads, T = cache_len_;
+    const int len = T + static_cast<int>(tree_rows.size());
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const int chunk = std::max(32, (len + 4 * opt_.pool->size() - 1) / (4 * opt_.pool->size()));
+    const int n_chunks = (len + chunk - 1) / chunk;
+    const std::size_t part = static_cast<std::size_t>(hd) + 2;  // per (chunk, head): max, sum, hd values
+    scores_.resize(static_cast<std::size_t>(n_chunks) * H * chunk);
+    partials_.resize(static_cast<std::size_t>(n_chunks) * H * part);
+    const auto row = [&](const float* cache, int r) {
+        return cache + static_cast<std::size_t>(r < T ? r : T + tree_rows[r - T]) * kvd;
+    };
+    opt_.pool->parallel_for(n_chunks, [&](int c) {
+        const int r0 = c * chunk, rows = std::min(len, r0 + chunk) - r0;
+        float* s = &scores_[static_cast<std::size_t>(c) * H * chunk];  // (H, chunk)
+        for (int r = 0; r < rows; ++r) {
+            const float* k = row(kc, r0 + r);
+            for (int h = 0; h < H; ++h) s[h * chunk + r] = dot(&q_[static_cast<std::size_t>(h) * hd], k + (h / group) * hd, hd);
+        }
+        float* out = &partials_[static_cast<std::size_t>(c) * H * part];
+        for (int h = 0; h < H; ++h) {
+            float* p = out + h * part;
+            p[0] = scale * *std::max_element(s + h * chunk, s + h * chunk + rows);
+            p[1] = detail::softmax_numerators(s + h * chunk, rows, scale);
+            std::fill(p + 2, p + part, 0.0f);
+        }
+        for (int r = 0; r < rows; ++r) {
+            const float* v = row(vc, r0 + r);
+            for (int h = 0; h < H; ++h) axpy(out + h * part + 2, s[h * chunk + r], v + (h / group) * hd, hd);
+        }
+    });
+    for (int h = 0; h < H; ++h) {
+        float M = -INFINITY, L = 0.0f;
+        for (int c = 0; c < n_chunks; ++c) M = std::max(M, partials_[(static_cast<std::size_t>(c) * H + h) * part]);
+        float* o = &att_[static_cast<std::size_t>(h) * hd];
+        std::fill(o, o + hd, 0.0f);
+        for (int c = 0; c < n_chunks; ++c) {
+            const float* p = &partials_[(static_cast<std::size_t>(c) * H + h) * part];
+            const float w = std::exp(p[0] - M);
+            L += w * p[1];
+            axpy(o, w, p + 2, hd);
+        }
+        for (int d = 0; d < hd; ++d) o[d] /= L;
+    }
+}
+
+SPECDEC_INLINE void CpuModel::build_tree_mask(const std::vector<std::vector<int>>& visible, int N) {
+    const std::size_t n = visible.size();
+    tree_mask_.assign(n * N, 0);
+    for (std::size_t i = 0; i < n; ++i)
+        for (int j : visible[i]) tree_mask_[i * N + j] = 1;
+}
+
+SPECDEC_INLINE void CpuModel::attend_blocked(const float* kc, const float* vc, int first, int N) {
+    const int n = N - first, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, hd = cfg_.head_dim();
+    const int kvd = cfg_.kv_dim(), G = H / Hkv, T = cache_len_, R = T + N;
+    const int B = std::max(1, detail::kAttentionBlockRows / G);  // nodes per block: G*B query rows
+    const int n_blocks = (n + B - 1) / B, n_items = Hkv * n_blocks;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const auto at = [](auto... i) { return (std::size_t{1} * ... * static_cast<std::size_t>(i)); };  // an offset
+    ThreadPool& pool = *opt_.pool;
+
+    // Step 1: each kv head's keys (R, hd) and values transposed (hd, R), contiguous, the shape
+    // of matmul's W operand.
+    k_heads_.resize(at(Hkv, R, hd));
+    vt_heads_.resize(at(Hkv, hd, R));
+    pool.parallel_for(Hkv, [&](int kvh) {
+        float* k = &k_heads_[at(kvh, R, hd)];
+        float* vt = &vt_heads_[at(kvh, hd, R)];
+        for (int r = 0; r < R; ++r) std::copy_n(kc + at(r, kvd) + at(kvh, hd), hd, k + at(r, hd));
+        detail::transpose_rows(vt, vc + at(kvh, hd), kvd, R, hd);
+    });
+
+    // Step 2: one work item, kv head `kvh` against nodes [i0, i1), G*(i1 - i0) query rows,
+    // node-major (row = node * G + g is query head kvh*G + g), and key rows [0, Rk).
+    const std::size_t slot_size = at(2 * G * B, hd) + at(G * B, R) + at(hd, R) + at(G * B);
+    slots_.resize(at(std::min(pool.size(), n_items), slot_size));
+    const auto block = [&](int item, float* slot) {
+        const int kvh = item % Hkv, b = n_blocks - 1 - item / Hkv;  // longest key ranges first
+        const int i0 = b * B, i1 = std::min(n, i0 + B), rows = G * (i1 - i0), Rk = T + first + i1;
+        float* q = slot;                   // (rows, hd) queries
+        float* s = q + at(G * B, hd);      // (rows, Rk) scores, then probabilities
+        float* vt = s + at(G * B, R);      // (hd, Rk) values of keys [0, Rk), transposed
+        float* o = vt + at(hd, R);         // (rows, hd) outputs
+        float* inv_sum = o + at(G * B, hd);  // (rows) 1 / softmax denominator
+
+        // 2a. Queries: a node's query heads of one group are adjacent in q_.
+        for (int i = i0; i < i1; ++i) std::copy_n(&q_[at(i * H + kvh * G, hd)], G * hd, q + at((i - i0) * G, hd));
+
+        // 2b. S = Q·Kᵀ (rows, Rk).
+        matmul(pool, s, q, &k_heads_[at(kvh, R, hd)], rows, hd, Rk);
+
+        // 2c. Mask, then softmax numerators per row; the division by the row sum waits for O
+        // (hd values a row instead of Rk). Keys after the row's node (its descendants, later
+        // branches) are masked for every node: zero probability.
+        for (int row = 0; row < rows; ++row) {
+            const int i = i0 + row / G, len = T + first + i + 1;
+            const std::uint8_t* seen = &tree_mask_[at(i, N)];  // (N) tree rows this node sees
+            float* p = s + at(row, Rk);
+            for (int j = 0; j < first + i; ++j)
+                if (!seen[j]) p[T + j] = -INFINITY;
+            inv_sum[row] = 1.0f / detail::softmax_numerators(p, len, scale);  // sum >= 1: the max is 1
+            std::fill(p + len, p + Rk, 0.0f);
+        }
+
+        // 2d. O = P·V (rows, hd), with Vᵀ cut to the block's keys (matmul's W rows are Rk apart).
+        const float* v = &vt_heads_[at(kvh, hd, R)];
+        if (Rk < R) {
+            for (int d = 0; d < hd; ++d) std::copy_n(v + at(d, R), Rk, vt + at(d, Rk));
+            v = vt;
+        }
+        matmul(pool, o, s, v, rows, Rk, hd);
+
+        // 2e. Outputs, divided by their row sums, back to att_ (n, H*hd), the layout of q_.
+        for (int row = 0; row < rows; ++row) {
+            const int i = i0 + row / G, g = row % G;
+            float* out = &att_[at(i * H + kvh * G + g, hd)];
+            for (int d = 0; d < hd; ++d) out[d] = o[at(row, hd) + d] * inv_sum[row];
+        }
+    };
+
+    // Step 3: run the items, one slot of work space per pool task.
+    std::atomic<int> next_item{0};
+    pool.parallel_for(std::min(pool.size(), n_items), [&](int task) {
+        for (int item; (item = next_item.fetch_add(1, std::memory_order_relaxed)) < n_items;)
+            block(item, &slots_[at(task, slot_size)]);
+    });
+}
+
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec
