@@ -3,10 +3,11 @@
 //
 // ## Use
 // Header-only C++20. With CMake: `add_subdirectory(specdec)` or `find_package(specdec)`, then
-// `target_link_libraries(app PRIVATE specdec::specdec)`. By hand: `g++ -std=c++20 -O2 -I<specdec> app.cpp -pthread`.
+// `target_link_libraries(app PRIVATE specdec::specdec)` (or `specdec::compiled`, which compiles the heavy
+// bodies once: below). By hand: `g++ -std=c++20 -O2 -I<specdec> app.cpp -pthread`.
 //
 // ## A complete example
-// The shipped models are HuggingFace folders (config.json, model.safetensors, tokenizer.json): a 5.5M
+// The shipped models are HuggingFace folders (config.json, model.safetensors, tokenizer.json): a 14.2M
 // target in models/target and a 0.6M drafter trained to imitate it in models/small. Run from the
 // repository root (this is examples/00_first_composition.cpp; a ctest keeps the two the same):
 //
@@ -67,9 +68,12 @@
 // Define before the first `#include "specdec.hpp"` of a translation unit:
 // - `SPECDEC_DECODING_ONLY`: only what decoding needs: core, model, file formats (so the shipped models
 //   load), policies and the loop; util/ (progress, SVG), train/ and methods/ (CS Drafting, GLIDE) are
-//   left out, so a program sees only the decoding API. It saves little compile time (a few percent):
-//   most of a program's compile time is the code generation of what it uses (the CPU model's kernels,
-//   the file readers, the loop), which a header-only library pays in every program that uses them.
+//   left out, so a program sees only the decoding API.
+// - `SPECDEC_COMPILED` / `SPECDEC_IMPLEMENTATION` (detail/core/compiled.hpp): the CPU model's forward
+//   pass, the file readers, the tokenizer and the config checks are compiled once, in the one unit that
+//   defines SPECDEC_IMPLEMENTATION, instead of in every unit that calls them. With CMake, link
+//   `specdec::compiled` (that unit as a static library; it defines SPECDEC_COMPILED for you). A small
+//   program then compiles in a third of the time; templates (policies, the loop) stay header-only.
 // The CUDA backend (`CudaModel`, kernels in kernels.cuh) is visible in translation units compiled by
 // nvcc; link `specdec::cuda` (defined when CMake finds nvcc) for the CUDA runtime and cuBLASLt.
 //
@@ -77,6 +81,7 @@
 #pragma once
 
 // ---- core: the vocabulary of decoding (trees, sampling, randomness, the concepts)
+#include "detail/core/compiled.hpp"                   // defines: SPECDEC_INLINE, SPECDEC_BODIES (header-only, or compiled once)
 #include "detail/core/error.hpp"                      // defines: specdec::error (every bad input throws it)
 #include "detail/core/rng.hpp"                        // defines: philox4x32, StepRng, RngStream (counter-based randomness)
 #include "detail/core/sampling.hpp"                   // defines: Sampling, processed_probs, draft_probs, argmax, sample_index

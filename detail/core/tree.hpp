@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "compiled.hpp"
 #include "error.hpp"
 
 namespace specdec {
@@ -59,19 +60,7 @@ public:
     }
 
     /// Records the draft distribution (V values) that the children of `node` were drawn from.
-    void set_child_dist(int node, std::span<const float> q) {
-        if (q_cols_ == 0) q_cols_ = static_cast<int>(q.size());
-        detail::require(static_cast<int>(q.size()) == q_cols_, "tree", [&] {
-            return "draft distribution of node " + std::to_string(node) + " has " + std::to_string(q.size()) +
-                   " entries, earlier ones had " + std::to_string(q_cols_);
-        });
-        if (q_row_[node] < 0) {
-            q_row_[node] = static_cast<int>(q_.size()) / q_cols_;
-            q_.insert(q_.end(), q.begin(), q.end());
-        } else {
-            std::copy(q.begin(), q.end(), q_.begin() + static_cast<std::ptrdiff_t>(q_row_[node]) * q_cols_);
-        }
-    }
+    void set_child_dist(int node, std::span<const float> q);
 
     bool has_child_dist(int node) const { return q_row_[node] >= 0; }
     std::span<const float> child_dist(int node) const {
@@ -109,24 +98,7 @@ public:
 
     /// Checks every invariant a model relies on; throws naming the node and value.
     /// (Trees built through add() hold them by construction; this guards hand-made node lists.)
-    void validate(int vocab_size) const {
-        for (int i = 0; i < size(); ++i) {
-            const Node& n = nodes_[i];
-            detail::require(n.parent >= -1 && n.parent < i, "tree", [&] {
-                return "node " + std::to_string(i) + " has parent " + std::to_string(n.parent) +
-                       ", which does not precede it (the tree must be topologically ordered)";
-            });
-            const int want_depth = n.parent < 0 ? 0 : nodes_[n.parent].depth + 1;
-            detail::require(n.depth == want_depth, "tree", [&] {
-                return "node " + std::to_string(i) + " has depth " + std::to_string(n.depth) + ", expected " +
-                       std::to_string(want_depth);
-            });
-            detail::require(n.token >= 0 && n.token < vocab_size, "tree", [&] {
-                return "node " + std::to_string(i) + " has token id " + std::to_string(n.token) +
-                       ", outside the vocabulary [0, " + std::to_string(vocab_size) + ")";
-            });
-        }
-    }
+    void validate(int vocab_size) const;
 
     /// Builds a tree from raw nodes (for tests and loaders); depth is recomputed, order is checked.
     static Tree from_nodes(std::span<const Node> nodes) {
@@ -145,7 +117,52 @@ private:
 /// The nodes of `tree` with keep[i] set, in their order, parents renumbered; recorded child
 /// distributions come along. Every kept node's parent must be kept (a builder drops whole subtrees:
 /// PCT's leaf removal, a rerank that keeps the best N).
-inline Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep) {
+SPECDEC_INLINE Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep);
+
+/// Checks that `path` is a root-first chain in `tree` (each node the parent of the next).
+SPECDEC_INLINE void validate_path(const Tree& tree, std::span<const int> path, std::string_view who);
+
+/// What every model's commit(path) requires: nodes the last forward computed, in increasing (root-first)
+/// order, and room in the context. `who` prefixes the error ("model", "cuda.model").
+SPECDEC_INLINE void validate_commit(std::span<const int> path, int n_computed, int cache_len, int max_positions,
+                                    std::string_view who);
+
+#if SPECDEC_BODIES
+
+SPECDEC_INLINE void Tree::set_child_dist(int node, std::span<const float> q) {
+    if (q_cols_ == 0) q_cols_ = static_cast<int>(q.size());
+    detail::require(static_cast<int>(q.size()) == q_cols_, "tree", [&] {
+        return "draft distribution of node " + std::to_string(node) + " has " + std::to_string(q.size()) +
+               " entries, earlier ones had " + std::to_string(q_cols_);
+    });
+    if (q_row_[node] < 0) {
+        q_row_[node] = static_cast<int>(q_.size()) / q_cols_;
+        q_.insert(q_.end(), q.begin(), q.end());
+    } else {
+        std::copy(q.begin(), q.end(), q_.begin() + static_cast<std::ptrdiff_t>(q_row_[node]) * q_cols_);
+    }
+}
+
+SPECDEC_INLINE void Tree::validate(int vocab_size) const {
+    for (int i = 0; i < size(); ++i) {
+        const Node& n = nodes_[i];
+        detail::require(n.parent >= -1 && n.parent < i, "tree", [&] {
+            return "node " + std::to_string(i) + " has parent " + std::to_string(n.parent) +
+                   ", which does not precede it (the tree must be topologically ordered)";
+        });
+        const int want_depth = n.parent < 0 ? 0 : nodes_[n.parent].depth + 1;
+        detail::require(n.depth == want_depth, "tree", [&] {
+            return "node " + std::to_string(i) + " has depth " + std::to_string(n.depth) + ", expected " +
+                   std::to_string(want_depth);
+        });
+        detail::require(n.token >= 0 && n.token < vocab_size, "tree", [&] {
+            return "node " + std::to_string(i) + " has token id " + std::to_string(n.token) +
+                   ", outside the vocabulary [0, " + std::to_string(vocab_size) + ")";
+        });
+    }
+}
+
+SPECDEC_INLINE Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep) {
     detail::require(static_cast<int>(keep.size()) == tree.size(), "tree", [&] {
         return "pruned: " + std::to_string(keep.size()) + " keep flags for a tree of " + std::to_string(tree.size()) +
                " nodes";
@@ -165,8 +182,7 @@ inline Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep) {
     return out;
 }
 
-/// Checks that `path` is a root-first chain in `tree` (each node the parent of the next).
-inline void validate_path(const Tree& tree, std::span<const int> path, std::string_view who) {
+SPECDEC_INLINE void validate_path(const Tree& tree, std::span<const int> path, std::string_view who) {
     for (int j = 0; j < static_cast<int>(path.size()); ++j) {
         const int node = path[j];
         detail::require(node >= 0 && node < tree.size(), who, [&] {
@@ -182,10 +198,8 @@ inline void validate_path(const Tree& tree, std::span<const int> path, std::stri
     }
 }
 
-/// What every model's commit(path) requires: nodes the last forward computed, in increasing (root-first)
-/// order, and room in the context. `who` prefixes the error ("model", "cuda.model").
-inline void validate_commit(std::span<const int> path, int n_computed, int cache_len, int max_positions,
-                            std::string_view who) {
+SPECDEC_INLINE void validate_commit(std::span<const int> path, int n_computed, int cache_len, int max_positions,
+                                    std::string_view who) {
     const int P = static_cast<int>(path.size());
     for (int j = 0; j < P; ++j)
         detail::require(path[j] >= 0 && path[j] < n_computed, who, [&] {
@@ -202,5 +216,7 @@ inline void validate_commit(std::span<const int> path, int n_computed, int cache
                    std::to_string(path[j - 1]) + ")";
         });
 }
+
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec

@@ -8,23 +8,95 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "../model/config.hpp"
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "json.hpp"
 #include "safetensors.hpp"
 #include "../model/weights.hpp"
+#if SPECDEC_BODIES  // only the bodies read and write files
+#include <fstream>
+#include <sstream>
+#endif
 
 namespace specdec {
 
+// ---- declarations (the bodies follow) ----------------------------------------------------------------
+
+enum class SaveFormat { kF32, kBF16 };
+
+/// A model folder as HF writes it.
+struct Checkpoint {
+    Config config;
+    Weights weights;
+};
+
+/// Reads a HF LlamaConfig. Fields we cannot honour (biases, rope scaling, another activation) are
+/// errors, not silently ignored.
+SPECDEC_INLINE Config load_config(const std::filesystem::path& path);
+SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");
+/// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
+/// first, then each tensor's shape before its memory is allocated).
+SPECDEC_INLINE Weights load_weights(const std::filesystem::path& path, const Config& c);
+/// Writes `w` under HF names, float32 or bfloat16.
+SPECDEC_INLINE void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
+                                 SaveFormat format = SaveFormat::kF32);
+/// config.json + model.safetensors of the folder `dir`; a GLIDE or EDD drafter's folder is refused
+/// (load_glide_checkpoint, load_edd_checkpoint read them).
+SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir);
+SPECDEC_INLINE void save_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
+                                    SaveFormat format = SaveFormat::kBF16);
+
 namespace detail {
 
-inline std::string read_text_file(const std::filesystem::path& path, std::string_view where) {
+/// The bytes of a text file; `where` names the caller in errors (a directory or a missing file).
+SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where);
+/// The HF shape of a Llama tensor, from its name: matrices are (out_features, in_features).
+SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c);
+/// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
+/// load (converted to float32). `hint` follows the message when the tensor is missing.
+SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
+                                const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                                std::string_view hint = {});
+/// How many decoder layers `file` holds tensors for: one more than the largest i of its names
+/// "model.layers.{i}.*" (0 when it has none).
+SPECDEC_INLINE std::int64_t layers_in_file(const SafetensorsFile& file);
+/// Checks the config's num_hidden_layers against the layers `file` holds, before anything is
+/// allocated per layer (a config.json claiming 2^31 layers would otherwise ask for 463 GB of empty
+/// layer records before the first missing tensor said what is wrong).
+SPECDEC_INLINE void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared,
+                                   std::string_view who);
+
+/// Writes the tensors `each` visits — each(put) calls put(name, values, shape) in checkpoint order —
+/// as one safetensors file; bfloat16 rounds to nearest even (reading back widens exactly).
+template <class ForEach>
+void write_tensors(const std::filesystem::path& path, SaveFormat format, ForEach&& each) {
+    std::vector<TensorToWrite> tensors;
+    std::deque<std::vector<bf16>> rounded;  // keeps bf16 copies alive (and in place) until written
+    each([&](const std::string& name, const std::vector<float>& t, std::vector<std::int64_t> shape) {
+        TensorToWrite out{name, DType::kF32, std::move(shape), std::as_bytes(std::span<const float>(t))};
+        if (format == SaveFormat::kBF16) {
+            auto& r = rounded.emplace_back(t.size());
+            for (std::size_t i = 0; i < t.size(); ++i) r[i] = to_bf16(t[i]);
+            out.dtype = DType::kBF16;
+            out.bytes = std::as_bytes(std::span<const bf16>(r));
+        }
+        tensors.push_back(std::move(out));
+    });
+    write_safetensors(path, tensors, {{"format", "pt"}});
+}
+
+}  // namespace detail
+
+#if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
+
+namespace detail {
+
+SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where) {
     std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
     require(!std::filesystem::is_directory(path, ec), where, [&] { return path.string() + ": is a directory, not a file"; });
     std::ifstream in(path, std::ios::binary);
@@ -34,8 +106,7 @@ inline std::string read_text_file(const std::filesystem::path& path, std::string
     return ss.str();
 }
 
-/// The HF shape of a Llama tensor, from its name: matrices are (out_features, in_features).
-inline std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c) {
+SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c) {
     const std::int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
     const std::int64_t q = static_cast<std::int64_t>(c.num_attention_heads) * c.head_dim(), kv = c.kv_dim();
     const auto ends = [&](std::string_view suffix) {
@@ -55,9 +126,7 @@ inline std::vector<std::int64_t> hf_shape(const std::string& name, const Config&
 
 // ---- config.json -------------------------------------------------------------------------------------
 
-/// Reads a HF LlamaConfig. Fields we cannot honour (biases, rope scaling, another activation) are
-/// errors, not silently ignored.
-inline Config load_config(const std::filesystem::path& path) {
+SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
     const std::string file = path.string();
     const json::Value root = json::parse(detail::read_text_file(path, "checkpoint"), file);
     detail::require(root.is_object(), "checkpoint", [&] { return file + ": expected a JSON object"; });
@@ -99,7 +168,7 @@ inline Config load_config(const std::filesystem::path& path) {
     return c;
 }
 
-inline void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32") {
+SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype) {
     json::Object o;
     o.set("architectures", json::Array{json::Value("LlamaForCausalLM")});
     o.set("model_type", "llama");
@@ -125,15 +194,12 @@ inline void save_config(const Config& c, const std::filesystem::path& path, std:
 
 // ---- model.safetensors -------------------------------------------------------------------------------
 
-enum class SaveFormat { kF32, kBF16 };
 
 namespace detail {
 
-/// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
-/// load (converted to float32). `hint` follows the message when the tensor is missing.
-inline void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
-                        const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
-                        std::string_view hint = {}) {
+SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
+                                const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                                std::string_view hint) {
     const TensorInfo* info = file.find(name);
     if (info == nullptr) {
         require(hint.empty(), who, [&] { return path.string() + ": tensor '" + name + "' is missing" + std::string(hint); });
@@ -155,28 +221,8 @@ inline void read_tensor(const SafetensorsFile& file, const std::filesystem::path
     });
 }
 
-/// Writes the tensors `each` visits — each(put) calls put(name, values, shape) in checkpoint order —
-/// as one safetensors file; bfloat16 rounds to nearest even (reading back widens exactly).
-template <class ForEach>
-void write_tensors(const std::filesystem::path& path, SaveFormat format, ForEach&& each) {
-    std::vector<TensorToWrite> tensors;
-    std::deque<std::vector<bf16>> rounded;  // keeps bf16 copies alive (and in place) until written
-    each([&](const std::string& name, const std::vector<float>& t, std::vector<std::int64_t> shape) {
-        TensorToWrite out{name, DType::kF32, std::move(shape), std::as_bytes(std::span<const float>(t))};
-        if (format == SaveFormat::kBF16) {
-            auto& r = rounded.emplace_back(t.size());
-            for (std::size_t i = 0; i < t.size(); ++i) r[i] = to_bf16(t[i]);
-            out.dtype = DType::kBF16;
-            out.bytes = std::as_bytes(std::span<const bf16>(r));
-        }
-        tensors.push_back(std::move(out));
-    });
-    write_safetensors(path, tensors, {{"format", "pt"}});
-}
 
-/// How many decoder layers `file` holds tensors for: one more than the largest i of its names
-/// "model.layers.{i}.*" (0 when it has none).
-inline std::int64_t layers_in_file(const SafetensorsFile& file) {
+SPECDEC_INLINE std::int64_t layers_in_file(const SafetensorsFile& file) {
     constexpr std::string_view prefix = "model.layers.";
     std::int64_t layers = 0;
     for (const TensorInfo& t : file.tensors()) {
@@ -190,10 +236,8 @@ inline std::int64_t layers_in_file(const SafetensorsFile& file) {
     return layers;
 }
 
-/// Checks the config's num_hidden_layers against the layers `file` holds, before anything is
-/// allocated per layer (a config.json claiming 2^31 layers would otherwise ask for 463 GB of empty
-/// layer records before the first missing tensor said what is wrong).
-inline void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared, std::string_view who) {
+SPECDEC_INLINE void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared,
+                                   std::string_view who) {
     const std::int64_t held = layers_in_file(file);
     require(held == declared, who, [&] {
         return path.string() + ": config.json declares num_hidden_layers = " + std::to_string(declared) +
@@ -204,9 +248,7 @@ inline void require_layers(const SafetensorsFile& file, const std::filesystem::p
 
 }  // namespace detail
 
-/// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
-/// first, then each tensor's shape before its memory is allocated).
-inline Weights load_weights(const std::filesystem::path& path, const Config& c) {
+SPECDEC_INLINE Weights load_weights(const std::filesystem::path& path, const Config& c) {
     const SafetensorsFile file = SafetensorsFile::open(path);
     detail::require_layers(file, path, c.num_hidden_layers, "checkpoint");
     Weights w;
@@ -217,9 +259,8 @@ inline Weights load_weights(const std::filesystem::path& path, const Config& c) 
     return w;
 }
 
-/// Writes `w` under HF names, float32 or bfloat16.
-inline void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
-                         SaveFormat format = SaveFormat::kF32) {
+SPECDEC_INLINE void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
+                                 SaveFormat format) {
     validate(w, c);
     detail::write_tensors(path, format, [&](auto&& put) {
         for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
@@ -228,13 +269,8 @@ inline void save_weights(const Weights& w, const Config& c, const std::filesyste
     });
 }
 
-/// A model folder as HF writes it.
-struct Checkpoint {
-    Config config;
-    Weights weights;
-};
 
-inline Checkpoint load_checkpoint(const std::filesystem::path& dir) {
+SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir) {
     detail::require(std::filesystem::is_directory(dir), "checkpoint",
                     [&] { return dir.string() + ": not a directory (a model is a folder with config.json and model.safetensors)"; });
     // GLIDE's and EDD's drafters carry Llama fields too; read as a Llama they would silently lose their
@@ -259,11 +295,13 @@ inline Checkpoint load_checkpoint(const std::filesystem::path& dir) {
     return ck;
 }
 
-inline void save_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
-                            SaveFormat format = SaveFormat::kBF16) {
+SPECDEC_INLINE void save_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
+                                    SaveFormat format) {
     std::filesystem::create_directories(dir);
     save_config(c, dir / "config.json", format == SaveFormat::kBF16 ? "bfloat16" : "float32");
     save_weights(w, c, dir / "model.safetensors", format);
 }
+
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 
 // Strict RFC 8259: no comments, no trailing commas, no NaN/Infinity, strings must be valid UTF-8
@@ -182,7 +183,7 @@ inline const char* kind_name(Kind k) {
     return "?";
 }
 
-std::string dump(const Value& value, int indent = -1);
+SPECDEC_INLINE std::string dump(const Value& value, int indent = -1);
 
 // ---------------------------------------------------------------------------------------------
 // Object and Value members
@@ -391,6 +392,16 @@ inline Utf8Char decode_utf8(std::string_view s, std::size_t pos) {
 }
 
 }  // namespace specdec::detail
+
+namespace specdec::json {
+
+/// Parses one JSON document. `origin` (usually a file name) prefixes every error together with
+/// line:column, and stays attached to the values for later accessor errors.
+SPECDEC_INLINE Value parse(std::string_view text, std::string_view origin = "json");
+
+}  // namespace specdec::json
+
+#if SPECDEC_BODIES  // the parser and the writer: compiled once where a program links specdec::compiled
 
 // ---------------------------------------------------------------------------------------------
 // Parser
@@ -711,9 +722,7 @@ private:
 
 namespace specdec::json {
 
-/// Parses one JSON document. `origin` (usually a file name) prefixes every error together with
-/// line:column, and stays attached to the values for later accessor errors.
-inline Value parse(std::string_view text, std::string_view origin = "json") {
+SPECDEC_INLINE Value parse(std::string_view text, std::string_view origin) {
     return detail::JsonParser(text, origin).parse_document();
 }
 
@@ -818,10 +827,12 @@ namespace specdec::json {
 /// Writes valid JSON: compact when indent < 0, else one member per line indented by `indent`.
 /// Integers are exact; doubles use the shortest digits that round-trip. Throws on NaN/Infinity
 /// and on strings that are not valid UTF-8.
-inline std::string dump(const Value& value, int indent) {
+SPECDEC_INLINE std::string dump(const Value& value, int indent) {
     std::string out;
     detail::json_dump_value(out, value, indent, 0);
     return out;
 }
 
 }  // namespace specdec::json
+
+#endif  // SPECDEC_BODIES

@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -25,8 +24,12 @@
 #include <unistd.h>
 
 #include "../model/bf16.hpp"
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "json.hpp"
+#if SPECDEC_BODIES  // only the bodies read and write files
+#include <fstream>
+#endif
 
 // Format (https://github.com/huggingface/safetensors): an 8-byte little-endian u64 N, N bytes of
 // JSON header {"__metadata__": {str: str}, name: {"dtype", "shape", "data_offsets": [begin, end]}},
@@ -169,7 +172,40 @@ private:
     SafetensorsMetadata metadata_;
 };
 
-inline SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
+namespace detail {
+
+inline std::string shape_string(std::span<const std::int64_t> shape) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+    return s + "]";
+}
+
+inline std::string range_string(std::int64_t begin, std::int64_t end) {
+    return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// Writing
+
+/// One tensor to write: `bytes` must hold product(shape) * dtype_size(dtype) bytes.
+struct TensorToWrite {
+    std::string name;
+    DType dtype = DType::kF32;
+    std::vector<std::int64_t> shape;
+    std::span<const std::byte> bytes;
+};
+
+/// Writes a safetensors file: header sorted by name (as HF does), data in the given order, the
+/// header padded with spaces so the data starts 8-byte aligned. Written to "<path>.tmp" and
+/// renamed, so a reader never sees a half-written file.
+SPECDEC_INLINE void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
+                                      const SafetensorsMetadata& metadata = {});
+
+#if SPECDEC_BODIES  // reading and writing: compiled once where a program links specdec::compiled
+
+SPECDEC_INLINE SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     if (this == &other) return *this;
     release();
     path_ = std::move(other.path_);
@@ -182,17 +218,17 @@ inline SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noex
     return *this;
 }
 
-inline void SafetensorsFile::release() noexcept {
+SPECDEC_INLINE void SafetensorsFile::release() noexcept {
     if (mapped_ != nullptr) ::munmap(mapped_, mapped_size_);
     mapped_ = nullptr;
     mapped_size_ = 0;
 }
 
-inline void SafetensorsFile::fail(const std::string& what) const {
+SPECDEC_INLINE void SafetensorsFile::fail(const std::string& what) const {
     detail::fail("safetensors", path_.string() + ": " + what);
 }
 
-inline SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
+SPECDEC_INLINE SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     SafetensorsFile file;
     file.path_ = path;
     file.load(path);
@@ -207,7 +243,7 @@ inline SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) 
     return file;
 }
 
-inline void SafetensorsFile::load(const std::filesystem::path& path) {
+SPECDEC_INLINE void SafetensorsFile::load(const std::filesystem::path& path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail("cannot open: " + std::string(std::strerror(errno)));
     struct stat st{};
@@ -245,21 +281,8 @@ inline void SafetensorsFile::load(const std::filesystem::path& path) {
     file_ = {buffer_.data(), buffer_.size()};
 }
 
-namespace detail {
 
-inline std::string shape_string(std::span<const std::int64_t> shape) {
-    std::string s = "[";
-    for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-    return s + "]";
-}
-
-inline std::string range_string(std::int64_t begin, std::int64_t end) {
-    return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
-}
-
-}  // namespace detail
-
-inline void SafetensorsFile::parse_header(std::span<const std::byte> header, std::span<const std::byte> data) {
+SPECDEC_INLINE void SafetensorsFile::parse_header(std::span<const std::byte> header, std::span<const std::byte> data) {
     json::Value root;
     try {
         root = json::parse({reinterpret_cast<const char*>(header.data()), header.size()}, "header");
@@ -353,7 +376,7 @@ inline void SafetensorsFile::parse_header(std::span<const std::byte> header, std
     std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) { return a.name < b.name; });
 }
 
-inline const TensorInfo* SafetensorsFile::find(std::string_view name) const {
+SPECDEC_INLINE const TensorInfo* SafetensorsFile::find(std::string_view name) const {
     auto it = std::lower_bound(tensors_.begin(), tensors_.end(), name,
                                [](const TensorInfo& t, std::string_view n) { return t.name < n; });
     return it != tensors_.end() && it->name == name ? &*it : nullptr;
@@ -379,7 +402,7 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace detail
 
-inline const TensorInfo& SafetensorsFile::get(std::string_view name) const {
+SPECDEC_INLINE const TensorInfo& SafetensorsFile::get(std::string_view name) const {
     if (const TensorInfo* t = find(name)) return *t;
     std::vector<std::pair<std::size_t, const std::string*>> scored;
     for (const TensorInfo& t : tensors_) scored.emplace_back(detail::edit_distance(name, t.name), &t.name);
@@ -390,13 +413,13 @@ inline const TensorInfo& SafetensorsFile::get(std::string_view name) const {
     fail("missing tensor '" + std::string(name) + "' (file has " + std::to_string(tensors_.size()) + " tensors" + hint + ")");
 }
 
-inline void SafetensorsFile::check_owned(const TensorInfo& tensor) const {
+SPECDEC_INLINE void SafetensorsFile::check_owned(const TensorInfo& tensor) const {
     const bool inside = tensor.bytes.empty() || (tensor.bytes.data() >= file_.data() &&
                                                  tensor.bytes.data() + tensor.bytes.size() <= file_.data() + file_.size());
     if (!inside) fail("tensor '" + tensor.name + "' does not belong to this file");
 }
 
-inline void SafetensorsFile::read_floats(const TensorInfo& tensor, std::span<float> out) const {
+SPECDEC_INLINE void SafetensorsFile::read_floats(const TensorInfo& tensor, std::span<float> out) const {
     check_owned(tensor);
     if (out.size() != static_cast<std::size_t>(tensor.numel))
         fail("tensor '" + tensor.name + "': output holds " + std::to_string(out.size()) + " floats, tensor has " +
@@ -433,13 +456,13 @@ inline void SafetensorsFile::read_floats(const TensorInfo& tensor, std::span<flo
     }
 }
 
-inline std::vector<float> SafetensorsFile::read_floats(const TensorInfo& tensor) const {
+SPECDEC_INLINE std::vector<float> SafetensorsFile::read_floats(const TensorInfo& tensor) const {
     std::vector<float> out(static_cast<std::size_t>(tensor.numel));
     read_floats(tensor, out);
     return out;
 }
 
-inline std::vector<bf16> SafetensorsFile::read_bf16(const TensorInfo& tensor) const {
+SPECDEC_INLINE std::vector<bf16> SafetensorsFile::read_bf16(const TensorInfo& tensor) const {
     check_owned(tensor);
     std::vector<bf16> out(static_cast<std::size_t>(tensor.numel));
     if (tensor.dtype == DType::kBF16) {
@@ -451,22 +474,8 @@ inline std::vector<bf16> SafetensorsFile::read_bf16(const TensorInfo& tensor) co
     return out;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Writing
-
-/// One tensor to write: `bytes` must hold product(shape) * dtype_size(dtype) bytes.
-struct TensorToWrite {
-    std::string name;
-    DType dtype = DType::kF32;
-    std::vector<std::int64_t> shape;
-    std::span<const std::byte> bytes;
-};
-
-/// Writes a safetensors file: header sorted by name (as HF does), data in the given order, the
-/// header padded with spaces so the data starts 8-byte aligned. Written to "<path>.tmp" and
-/// renamed, so a reader never sees a half-written file.
-inline void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
-                              const SafetensorsMetadata& metadata = {}) {
+SPECDEC_INLINE void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
+                                      const SafetensorsMetadata& metadata) {
     const std::string file = path.string();
     auto fail = [&](const std::string& what) { detail::fail("safetensors", file + ": " + what); };
 
@@ -535,5 +544,7 @@ inline void write_safetensors(const std::filesystem::path& path, std::span<const
         fail("cannot rename " + temp.string() + " into place: " + ec.message());
     }
 }
+
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec

@@ -7,12 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <optional>
 #include <queue>
 #include <span>
-#include <sstream>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,8 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "json.hpp"
+#if SPECDEC_BODIES  // only the bodies read and write files
+#include <fstream>
+#include <sstream>
+#endif
 
 // Byte-level BPE as in GPT-2 (Radford et al. 2019, §2.2) and HF tokenizers' ByteLevel + BPE:
 //   1. added (special) tokens are cut out of the text first, matched literally, leftmost-longest;
@@ -31,6 +34,8 @@
 //      lowest rank first, leftmost first among equal ranks (HF's order).
 // Tokens are byte strings inside the library; only tokenizer.json spells them in the GPT-2
 // bytes_to_unicode alphabet ("Ġthe" for " the").
+
+#if SPECDEC_BODIES  // the helpers of the bodies below
 
 namespace specdec::detail {
 
@@ -339,6 +344,8 @@ inline std::uint64_t pair_key(int left, int right) {
 
 }  // namespace specdec::detail
 
+#endif  // SPECDEC_BODIES
+
 namespace specdec {
 
 // ---------------------------------------------------------------------------------------------
@@ -408,13 +415,15 @@ private:
     bool ignore_merges_ = false;                           // HF option: whole pre-token in vocab wins
 };
 
-inline void Tokenizer::check_id(int id, std::string_view where) const {
+#if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
+
+SPECDEC_INLINE void Tokenizer::check_id(int id, std::string_view where) const {
     if (id < 0 || id >= vocab_size())
         fail(std::string(where) + ": id " + std::to_string(id) + " is out of range (vocab size " +
              std::to_string(vocab_size()) + ")");
 }
 
-inline int Tokenizer::add_regular_token(std::string bytes) {
+SPECDEC_INLINE int Tokenizer::add_regular_token(std::string bytes) {
     const int id = vocab_size();
     if (bytes.size() == 1) byte_ids_[static_cast<unsigned char>(bytes[0])] = id;
     regular_ids_.emplace(bytes, id);
@@ -423,12 +432,12 @@ inline int Tokenizer::add_regular_token(std::string bytes) {
     return id;
 }
 
-inline void Tokenizer::add_merge(int left, int right, int merged) {
+SPECDEC_INLINE void Tokenizer::add_merge(int left, int right, int merged) {
     merge_rules_.emplace(detail::pair_key(left, right), MergeRule{static_cast<int>(merges_.size()), merged});
     merges_.emplace_back(left, right);
 }
 
-inline std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
+SPECDEC_INLINE std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
     for (const AddedToken& a : added_tokens_)
         if (a.content == token) return a.id;
     auto it = regular_ids_.find(std::string(token));
@@ -436,19 +445,19 @@ inline std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
     return it->second;
 }
 
-inline const std::string& Tokenizer::id_to_token(int id) const {
+SPECDEC_INLINE const std::string& Tokenizer::id_to_token(int id) const {
     check_id(id, "id_to_token");
     return tokens_[static_cast<std::size_t>(id)];
 }
 
-inline bool Tokenizer::is_special(int id) const {
+SPECDEC_INLINE bool Tokenizer::is_special(int id) const {
     check_id(id, "is_special");
     for (const AddedToken& a : added_tokens_)
         if (a.id == id) return a.special;
     return false;
 }
 
-inline int Tokenizer::eos_id() const {
+SPECDEC_INLINE int Tokenizer::eos_id() const {
     for (const AddedToken& a : added_tokens_)
         if (a.content == "<|endoftext|>") return a.id;
     for (const AddedToken& a : added_tokens_)
@@ -459,7 +468,7 @@ inline int Tokenizer::eos_id() const {
 // ---------------------------------------------------------------------------------------------
 // Encoding and decoding
 
-inline void Tokenizer::encode_pretoken(std::string_view piece, std::vector<int>& out) const {
+SPECDEC_INLINE void Tokenizer::encode_pretoken(std::string_view piece, std::vector<int>& out) const {
     if (piece.empty()) return;
     if (ignore_merges_ || piece.size() == 1) {
         if (auto it = regular_ids_.find(std::string(piece)); it != regular_ids_.end()) {
@@ -518,7 +527,7 @@ inline void Tokenizer::encode_pretoken(std::string_view piece, std::vector<int>&
     for (int i = 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) out.push_back(symbols[static_cast<std::size_t>(i)].id);
 }
 
-inline std::vector<int> Tokenizer::encode(std::string_view text) const {
+SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
     std::vector<int> out;
     // Pre-tokens repeat a lot in running text; cache them for this call only (keeps encode const
     // and thread-safe). Keys view into `text`.
@@ -542,7 +551,7 @@ inline std::vector<int> Tokenizer::encode(std::string_view text) const {
     return out;
 }
 
-inline std::string Tokenizer::decode(std::span<const int> ids) const {
+SPECDEC_INLINE std::string Tokenizer::decode(std::span<const int> ids) const {
     std::string out;
     for (int id : ids) {
         check_id(id, "decode");
@@ -687,7 +696,7 @@ private:
 
 }  // namespace detail
 
-inline Tokenizer Tokenizer::train(std::string_view corpus, int vocab_size, std::vector<std::string> special_tokens) {
+SPECDEC_INLINE Tokenizer Tokenizer::train(std::string_view corpus, int vocab_size, std::vector<std::string> special_tokens) {
     Tokenizer t;
     t.origin_ = "train";
     const int n_base = 256 + static_cast<int>(special_tokens.size());
@@ -746,7 +755,7 @@ inline Tokenizer Tokenizer::train(std::string_view corpus, int vocab_size, std::
 // ---------------------------------------------------------------------------------------------
 // tokenizer.json
 
-inline std::string Tokenizer::to_json() const {
+SPECDEC_INLINE std::string Tokenizer::to_json() const {
     auto byte_level = [] {
         json::Object o;
         o.insert("type", "ByteLevel");
@@ -805,7 +814,7 @@ inline std::string Tokenizer::to_json() const {
     return json::dump(json::Value(std::move(root)));
 }
 
-inline void Tokenizer::save(const std::filesystem::path& path) const {
+SPECDEC_INLINE void Tokenizer::save(const std::filesystem::path& path) const {
     const std::string text = to_json();
     const std::filesystem::path temp = path.string() + ".tmp";
     auto fail_io = [&](const std::string& what) { detail::fail("tokenizer", path.string() + ": " + what); };
@@ -823,7 +832,7 @@ inline void Tokenizer::save(const std::filesystem::path& path) const {
     }
 }
 
-inline Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+SPECDEC_INLINE Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) detail::fail("tokenizer", path.string() + ": cannot open");
     std::ostringstream text;
@@ -831,7 +840,7 @@ inline Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     return from_json(text.str(), path.string());
 }
 
-inline Tokenizer Tokenizer::from_json(std::string_view text, std::string_view origin) {
+SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string_view origin) {
     Tokenizer t;
     t.origin_ = std::string(origin);
     const json::Value root = json::parse(text, origin);
@@ -985,5 +994,7 @@ inline Tokenizer Tokenizer::from_json(std::string_view text, std::string_view or
     }
     return t;
 }
+
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec

@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 
 namespace specdec {
@@ -64,54 +65,58 @@ struct Config {
     }
 
     /// Throws naming the field and value when the shape cannot work.
-    void validate() const {
-        const auto positive = [](int v, const char* field) {
-            detail::require(v > 0, "config", [&] { return std::string(field) + " must be > 0, got " + std::to_string(v); });
-        };
-        positive(hidden_size, "hidden_size");
-        positive(intermediate_size, "intermediate_size");
-        positive(num_hidden_layers, "num_hidden_layers");
-        positive(num_attention_heads, "num_attention_heads");
-        positive(num_key_value_heads, "num_key_value_heads");
-        positive(vocab_size, "vocab_size");
-        positive(max_position_embeddings, "max_position_embeddings");
-        detail::require(hidden_size % num_attention_heads == 0, "config", [&] {
-            return "hidden_size " + std::to_string(hidden_size) + " is not a multiple of num_attention_heads " +
-                   std::to_string(num_attention_heads);
-        });
-        detail::require(head_dim() % 2 == 0, "config",
-                        [&] { return "head_dim " + std::to_string(head_dim()) + " must be even for RoPE"; });
-        detail::require(num_attention_heads % num_key_value_heads == 0, "config", [&] {
-            return "num_attention_heads " + std::to_string(num_attention_heads) +
-                   " is not a multiple of num_key_value_heads " + std::to_string(num_key_value_heads);
-        });
-        detail::require(std::isfinite(rope_theta) && rope_theta > 0.0f, "config",
-                        [&] { return "rope_theta must be > 0, got " + std::to_string(rope_theta); });
-        detail::require(std::isfinite(rms_norm_eps) && rms_norm_eps > 0.0f, "config",
-                        [&] { return "rms_norm_eps must be > 0, got " + std::to_string(rms_norm_eps); });
-        // Sizes that decide allocations, in 64 bits: the fused products' widths fit an int, and the
-        // parameters fit kMaxParameterBytes, so a config.json claiming absurd sizes is named here rather
-        // than ending in bad_alloc or a wrapped int.
-        constexpr std::int64_t kInt = std::numeric_limits<int>::max();
-        detail::require(std::int64_t{hidden_size} + 2 * std::int64_t{kv_dim()} <= kInt, "config", [&] {
-            return "hidden_size " + std::to_string(hidden_size) + " + 2 x the kv width " + std::to_string(kv_dim()) +
-                   " (the fused q|k|v rows) exceeds " + std::to_string(kInt);
-        });
-        detail::require(2 * std::int64_t{intermediate_size} <= kInt, "config", [&] {
-            return "intermediate_size " + std::to_string(intermediate_size) + " x 2 (the fused gate|up rows) exceeds " +
-                   std::to_string(kInt);
-        });
-        const std::int64_t bytes = detail::mul_sat(parameter_count(), 4);
-        detail::require(bytes <= kMaxParameterBytes, "config", [&] {
-            return "the shape needs " + std::to_string(bytes) + " bytes of float32 parameters, more than the " +
-                   std::to_string(kMaxParameterBytes) + " (1 TiB) a model may take: vocab_size " + std::to_string(vocab_size) +
-                   " x hidden_size " + std::to_string(hidden_size) + " = " +
-                   std::to_string(detail::mul_sat(embedding_parameters(), 4)) + " bytes per embedding matrix" +
-                   (tie_word_embeddings ? "" : " (two: lm_head is not tied)") + ", num_hidden_layers " +
-                   std::to_string(num_hidden_layers) + " x " + std::to_string(detail::mul_sat(layer_parameters(), 4)) +
-                   " bytes per layer (intermediate_size " + std::to_string(intermediate_size) + ")";
-        });
-    }
+    void validate() const;
 };
+
+#if SPECDEC_BODIES
+SPECDEC_INLINE void Config::validate() const {
+    const auto positive = [](int v, const char* field) {
+        detail::require(v > 0, "config", [&] { return std::string(field) + " must be > 0, got " + std::to_string(v); });
+    };
+    positive(hidden_size, "hidden_size");
+    positive(intermediate_size, "intermediate_size");
+    positive(num_hidden_layers, "num_hidden_layers");
+    positive(num_attention_heads, "num_attention_heads");
+    positive(num_key_value_heads, "num_key_value_heads");
+    positive(vocab_size, "vocab_size");
+    positive(max_position_embeddings, "max_position_embeddings");
+    detail::require(hidden_size % num_attention_heads == 0, "config", [&] {
+        return "hidden_size " + std::to_string(hidden_size) + " is not a multiple of num_attention_heads " +
+               std::to_string(num_attention_heads);
+    });
+    detail::require(head_dim() % 2 == 0, "config",
+                    [&] { return "head_dim " + std::to_string(head_dim()) + " must be even for RoPE"; });
+    detail::require(num_attention_heads % num_key_value_heads == 0, "config", [&] {
+        return "num_attention_heads " + std::to_string(num_attention_heads) +
+               " is not a multiple of num_key_value_heads " + std::to_string(num_key_value_heads);
+    });
+    detail::require(std::isfinite(rope_theta) && rope_theta > 0.0f, "config",
+                    [&] { return "rope_theta must be > 0, got " + std::to_string(rope_theta); });
+    detail::require(std::isfinite(rms_norm_eps) && rms_norm_eps > 0.0f, "config",
+                    [&] { return "rms_norm_eps must be > 0, got " + std::to_string(rms_norm_eps); });
+    // Sizes that decide allocations, in 64 bits: the fused products' widths fit an int, and the
+    // parameters fit kMaxParameterBytes, so a config.json claiming absurd sizes is named here rather
+    // than ending in bad_alloc or a wrapped int.
+    constexpr std::int64_t kInt = std::numeric_limits<int>::max();
+    detail::require(std::int64_t{hidden_size} + 2 * std::int64_t{kv_dim()} <= kInt, "config", [&] {
+        return "hidden_size " + std::to_string(hidden_size) + " + 2 x the kv width " + std::to_string(kv_dim()) +
+               " (the fused q|k|v rows) exceeds " + std::to_string(kInt);
+    });
+    detail::require(2 * std::int64_t{intermediate_size} <= kInt, "config", [&] {
+        return "intermediate_size " + std::to_string(intermediate_size) + " x 2 (the fused gate|up rows) exceeds " +
+               std::to_string(kInt);
+    });
+    const std::int64_t bytes = detail::mul_sat(parameter_count(), 4);
+    detail::require(bytes <= kMaxParameterBytes, "config", [&] {
+        return "the shape needs " + std::to_string(bytes) + " bytes of float32 parameters, more than the " +
+               std::to_string(kMaxParameterBytes) + " (1 TiB) a model may take: vocab_size " + std::to_string(vocab_size) +
+               " x hidden_size " + std::to_string(hidden_size) + " = " +
+               std::to_string(detail::mul_sat(embedding_parameters(), 4)) + " bytes per embedding matrix" +
+               (tie_word_embeddings ? "" : " (two: lm_head is not tied)") + ", num_hidden_layers " +
+               std::to_string(num_hidden_layers) + " x " + std::to_string(detail::mul_sat(layer_parameters(), 4)) +
+               " bytes per layer (intermediate_size " + std::to_string(intermediate_size) + ")";
+    });
+}
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec

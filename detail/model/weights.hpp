@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "../core/rng.hpp"
 
@@ -64,23 +65,14 @@ void for_each_tensor(W& w, const Config& c, F&& f) {
 }
 
 /// Checks every tensor has the size the config implies; throws naming the tensor.
-inline void validate(const Weights& w, const Config& c) {
-    detail::require(static_cast<int>(w.layers.size()) == c.num_hidden_layers, "weights", [&] {
-        return "config has num_hidden_layers " + std::to_string(c.num_hidden_layers) + ", weights have " +
-               std::to_string(w.layers.size()) + " layers";
-    });
-    for_each_tensor(w, c, [](const std::string& name, const std::vector<float>& t, std::size_t n) {
-        detail::require(t.size() == n, "weights", [&] {
-            return "tensor '" + name + "': expected " + std::to_string(n) + " floats, got " + std::to_string(t.size());
-        });
-    });
-}
-
-inline std::size_t parameter_count(const Weights& w, const Config& c) {
-    std::size_t n = 0;
-    for_each_tensor(w, c, [&](const std::string&, const std::vector<float>&, std::size_t s) { n += s; });
-    return n;
-}
+SPECDEC_INLINE void validate(const Weights& w, const Config& c);
+SPECDEC_INLINE std::size_t parameter_count(const Weights& w, const Config& c);
+/// Random weights: N(0, std) matrices (std = 0.02 like HF's initializer_range, or larger to get a
+/// peaky, deterministic-looking random model), unit norms. For tests and benchmarks.
+SPECDEC_INLINE Weights random_weights(const Config& c, std::uint64_t seed, float std_dev = 0.02f);
+/// A copy with Gaussian noise of relative size `rel` added to every matrix: a stand-in drafter that
+/// agrees with the target often but not always (acceptance strictly between 0 and 1).
+SPECDEC_INLINE Weights perturbed(const Config& c, Weights w, float rel, std::uint64_t seed);
 
 namespace detail {
 
@@ -98,9 +90,27 @@ struct NormalStream {
 
 }  // namespace detail
 
-/// Random weights: N(0, std) matrices (std = 0.02 like HF's initializer_range, or larger to get a
-/// peaky, deterministic-looking random model), unit norms. For tests and benchmarks.
-inline Weights random_weights(const Config& c, std::uint64_t seed, float std_dev = 0.02f) {
+#if SPECDEC_BODIES
+
+SPECDEC_INLINE void validate(const Weights& w, const Config& c) {
+    detail::require(static_cast<int>(w.layers.size()) == c.num_hidden_layers, "weights", [&] {
+        return "config has num_hidden_layers " + std::to_string(c.num_hidden_layers) + ", weights have " +
+               std::to_string(w.layers.size()) + " layers";
+    });
+    for_each_tensor(w, c, [](const std::string& name, const std::vector<float>& t, std::size_t n) {
+        detail::require(t.size() == n, "weights", [&] {
+            return "tensor '" + name + "': expected " + std::to_string(n) + " floats, got " + std::to_string(t.size());
+        });
+    });
+}
+
+SPECDEC_INLINE std::size_t parameter_count(const Weights& w, const Config& c) {
+    std::size_t n = 0;
+    for_each_tensor(w, c, [&](const std::string&, const std::vector<float>&, std::size_t s) { n += s; });
+    return n;
+}
+
+SPECDEC_INLINE Weights random_weights(const Config& c, std::uint64_t seed, float std_dev) {
     c.validate();
     Weights w;
     w.layers.resize(c.num_hidden_layers);
@@ -113,9 +123,7 @@ inline Weights random_weights(const Config& c, std::uint64_t seed, float std_dev
     return w;
 }
 
-/// A copy with Gaussian noise of relative size `rel` added to every matrix: a stand-in drafter that
-/// agrees with the target often but not always (acceptance strictly between 0 and 1).
-inline Weights perturbed(const Config& c, Weights w, float rel, std::uint64_t seed) {
+SPECDEC_INLINE Weights perturbed(const Config& c, Weights w, float rel, std::uint64_t seed) {
     detail::NormalStream normal{seed};
     for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {
         if (name.find("norm") != std::string::npos) return;
@@ -126,5 +134,7 @@ inline Weights perturbed(const Config& c, Weights w, float rel, std::uint64_t se
     });
     return w;
 }
+
+#endif  // SPECDEC_BODIES
 
 }  // namespace specdec
