@@ -405,6 +405,11 @@ public:
         : text_(text), origin_(std::make_shared<const std::string>(origin)) {}
 
     json::Value parse_document() {
+        // RFC 8259 §8.1: a JSON text MUST NOT begin with a byte order mark; HF's loaders (Python's json,
+        // serde_json) refuse one too, so a file that loaded here would fail in the tools it came from.
+        if (text_.starts_with("\xEF\xBB\xBF"))
+            error("the text starts with a UTF-8 byte order mark (EF BB BF), which JSON does not allow (RFC 8259, "
+                  "section 8.1); save the file as UTF-8 without a BOM");
         skip_whitespace();
         json::Value v = parse_value(0);
         skip_whitespace();

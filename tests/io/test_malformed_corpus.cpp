@@ -52,6 +52,7 @@ struct Case {
 // What each file must give (README.md says the same in words). Every message also names the file,
 // except a drafter that disagrees with its target: that is found beside the target, by the proposer.
 const std::vector<Case> kCorpus = {
+    {"json/bom.json", Loader::kJson, {"[specdec.json]", ":1:1: the text starts with a UTF-8 byte order mark"}},
     {"json/number_overflow.json", Loader::kJson, {"[specdec.json]", "1e400", "out of range"}},
     {"json/invalid_utf8_key.json", Loader::kJson, {"[specdec.json]", "invalid UTF-8 byte 0xFF"}},
     {"json/invalid_utf8_string.json", Loader::kJson, {"[specdec.json]", "invalid UTF-8 byte 0xC0"}},
@@ -92,6 +93,7 @@ const std::vector<Case> kCorpus = {
     {"safetensors/header_length_huge.safetensors", Loader::kSafetensors, {"header length 18446744073709551600 runs past"}},
     {"safetensors/shorter_than_length.safetensors", Loader::kSafetensors, {"file is 3 bytes, shorter than the 8-byte"}},
     {"safetensors/header_not_json.safetensors", Loader::kSafetensors, {"malformed header JSON", "found 't'"}},
+    {"safetensors/header_bom.safetensors", Loader::kSafetensors, {"malformed header JSON", "byte order mark"}},
     {"safetensors/header_not_object.safetensors", Loader::kSafetensors, {"header is not a JSON object"}},
     {"safetensors/metadata_not_string.safetensors", Loader::kSafetensors,
      {"__metadata__ 'format' is integer 1, expected a string"}},
