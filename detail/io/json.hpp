@@ -475,6 +475,10 @@ private:
                 else error("expected a value, found " + describe_here());
                 break;
             default:
+                // Python's json.dump writes these for non-finite floats; name them rather than their first byte.
+                for (std::string_view word : {"NaN", "Infinity", "-Infinity"})
+                    if (text_.substr(pos_, word.size()) == word)
+                        error(std::string(word) + " is not a JSON number (JSON has no NaN or Infinity)");
                 if (text_[pos_] == '-' || (text_[pos_] >= '0' && text_[pos_] <= '9')) v = parse_number();
                 else error("expected a value, found " + describe_here());
         }

@@ -53,6 +53,8 @@ struct Case {
 // except a drafter that disagrees with its target: that is found beside the target, by the proposer.
 const std::vector<Case> kCorpus = {
     {"json/bom.json", Loader::kJson, {"[specdec.json]", ":1:1: the text starts with a UTF-8 byte order mark"}},
+    {"json/nan.json", Loader::kJson, {"[specdec.json]", ":9:17: NaN is not a JSON number"}},
+    {"json/infinity.json", Loader::kJson, {"[specdec.json]", ":9:17: -Infinity is not a JSON number"}},
     {"json/number_overflow.json", Loader::kJson, {"[specdec.json]", "1e400", "out of range"}},
     {"json/invalid_utf8_key.json", Loader::kJson, {"[specdec.json]", "invalid UTF-8 byte 0xFF"}},
     {"json/invalid_utf8_string.json", Loader::kJson, {"[specdec.json]", "invalid UTF-8 byte 0xC0"}},
