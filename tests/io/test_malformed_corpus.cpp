@@ -66,6 +66,9 @@ const std::vector<Case> kCorpus = {
     {"json/empty.json", Loader::kJson, {"[specdec.json]", "expected a value, found end of input"}},
     {"json/not_an_object.json", Loader::kJson, {"[specdec.checkpoint]", "expected a JSON object"}},
 
+    {"checkpoint/hidden_1e308", Loader::kCheckpoint, {"[specdec.checkpoint]", "field 'hidden_size': expected an integer, found number 1e+308 (at 2:18)"}},
+    {"checkpoint/hidden_beyond_int64", Loader::kCheckpoint, {"[specdec.checkpoint]", "field 'hidden_size': expected an integer, found number"}},
+    {"checkpoint/hidden_as_string", Loader::kCheckpoint, {"[specdec.checkpoint]", "field 'hidden_size': expected an integer, found string \"32\""}},
     {"checkpoint/negative_heads", Loader::kCheckpoint, {"field 'num_attention_heads' = -4 is out of range"}},
     {"checkpoint/heads_not_dividing_hidden", Loader::kCheckpoint,
      {"hidden_size 30 is not a multiple of num_attention_heads 4"}},
@@ -73,6 +76,7 @@ const std::vector<Case> kCorpus = {
     {"checkpoint/absurd_size", Loader::kCheckpoint, {"vocab_size 2000000000", "(1 TiB)"}},
     {"checkpoint/rms_norm_eps_underflow", Loader::kCheckpoint, {"rms_norm_eps must be > 0, got 0"}},
     {"checkpoint/rope_theta_beyond_float", Loader::kCheckpoint, {"rope_theta must be > 0, got inf"}},
+    {"checkpoint/tie_not_bool", Loader::kCheckpoint, {"[specdec.checkpoint]", "field 'tie_word_embeddings': expected a bool, found string \"yes\""}},
     {"checkpoint/missing_vocab_size", Loader::kCheckpoint, {"missing field 'vocab_size'"}},
     {"checkpoint/config_is_a_directory", Loader::kCheckpoint, {"config.json: is a directory, not a file"}},
     {"checkpoint/layers_mismatch", Loader::kCheckpoint, {"num_hidden_layers = 2", "tensors for 1 layers"}},
@@ -126,11 +130,13 @@ const std::vector<Case> kCorpus = {
     {"glide/head_dim_mismatch", Loader::kGlide, {"glide_cross_head_dim is 4, but the target has head_dim 8"}},
     {"glide/target_layers_mismatch", Loader::kGlide, {"glide_target_layers is 3, but the target has num_hidden_layers 2"}},
     {"glide/cross_heads_zero", Loader::kGlide, {"field 'glide_cross_heads' = 0 is out of range"}},
+    {"glide/cross_attention_not_bool", Loader::kGlide, {"[specdec.glide]", "field 'glide_cross_attention': expected a bool, found integer 1"}},
 
     {"edd/vocab_mismatch", Loader::kEdd, {"[specdec.edd]", "the drafter's vocabulary of 72 differs from the target's 64"}},
     {"edd/hidden_mismatch", Loader::kEdd, {"the drafter's hidden_size 16 differs from the target's 32"}},
     {"edd/layer_past_target", Loader::kEdd, {"edd_target_layer 5 is not a hidden state of the target"}},
     {"edd/not_edd", Loader::kEdd, {"model_type is not \"edd\""}},
+    {"edd/layer_as_string", Loader::kEdd, {"[specdec.edd]", "field 'edd_target_layer': expected an integer, found string \"0\""}},
 };
 
 const fs::path kCorpusDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/malformed";
