@@ -116,6 +116,7 @@ const std::vector<Case> kCorpus = {
     {"tokenizer/vocab_id_negative.json", Loader::kTokenizer, {"model.vocab: token 'l' has negative id -3"}},
     {"tokenizer/vocab_hole.json", Loader::kTokenizer, {"model.vocab: no token has id 5 (ids must be 0..V-1)"}},
     {"tokenizer/not_bpe.json", Loader::kTokenizer, {"model.type is \"WordPiece\"; only \"BPE\" is supported"}},
+    {"tokenizer/is_a_directory", Loader::kTokenizer, {"[specdec.tokenizer]", "is a directory"}},
 
     {"token_file/short_header.tokens", Loader::kTokenFile, {"is truncated: 10 bytes, the header alone is 32"}},
     {"token_file/count_past_end.tokens", Loader::kTokenFile, {"the header counts 100 tokens of 2 bytes"}},
