@@ -90,6 +90,26 @@ void write_tensors(const std::filesystem::path& path, SaveFormat format, ForEach
     write_safetensors(path, tensors, {{"format", "pt"}});
 }
 
+/// root[field] read by `read` (as_int, as_double, ...); a value of the wrong type (1e308 or "32" where
+/// an integer belongs) fails naming the field, as an out-of-range value does, not only its line:column.
+template <class Read>
+auto read_field(const json::Value& root, const std::string& file, const char* field, std::string_view who, Read read) {
+    const json::Value& v = root.at(field);
+    try {
+        return read(v);
+    } catch (const error& e) {
+        const std::string_view m = e.what();
+        const std::size_t at = m.rfind(": expected ");
+        fail(who, file + ": field '" + field + "'" + std::string(at == std::string_view::npos ? ": " : "") +
+                      std::string(at == std::string_view::npos ? m : m.substr(at)) + " (at " +
+                      std::to_string(v.location().line) + ":" + std::to_string(v.location().column) + ")");
+    }
+}
+inline std::int64_t as_int(const json::Value& v) { return v.as_int(); }
+inline double as_double(const json::Value& v) { return v.as_double(); }
+inline bool as_bool(const json::Value& v) { return v.as_bool(); }
+inline std::string as_string(const json::Value& v) { return v.as_string(); }
+
 }  // namespace detail
 
 #if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
@@ -122,6 +142,7 @@ SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const
     fail("checkpoint", "no HF shape known for tensor '" + name + "'");
 }
 
+
 }  // namespace detail
 
 // ---- config.json -------------------------------------------------------------------------------------
@@ -131,7 +152,7 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
     const json::Value root = json::parse(detail::read_text_file(path, "checkpoint"), file);
     detail::require(root.is_object(), "checkpoint", [&] { return file + ": expected a JSON object"; });
     const auto integer = [&](const char* field) {
-        const std::int64_t v = root.at(field).as_int();
+        const std::int64_t v = detail::read_field(root, file, field, "checkpoint", detail::as_int);
         detail::require(v > 0 && v < (std::int64_t{1} << 31), "checkpoint",
                         [&] { return file + ": field '" + field + "' = " + std::to_string(v) + " is out of range"; });
         return static_cast<int>(v);
@@ -144,22 +165,27 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
     c.num_key_value_heads = root.find("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
     c.vocab_size = integer("vocab_size");
     c.max_position_embeddings = integer("max_position_embeddings");
-    if (const auto* v = root.find("rope_theta")) c.rope_theta = static_cast<float>(v->as_double());
-    if (const auto* v = root.find("rms_norm_eps")) c.rms_norm_eps = static_cast<float>(v->as_double());
-    if (const auto* v = root.find("tie_word_embeddings")) c.tie_word_embeddings = v->as_bool();
-    if (const auto* v = root.find("hidden_act"))
-        detail::require(v->as_string() == "silu", "checkpoint",
-                        [&] { return file + ": hidden_act '" + v->as_string() + "' is not supported (only silu)"; });
+    const auto field = [&](const char* name, auto read) { return detail::read_field(root, file, name, "checkpoint", read); };
+    if (root.find("rope_theta")) c.rope_theta = static_cast<float>(field("rope_theta", detail::as_double));
+    if (root.find("rms_norm_eps")) c.rms_norm_eps = static_cast<float>(field("rms_norm_eps", detail::as_double));
+    if (root.find("tie_word_embeddings")) c.tie_word_embeddings = field("tie_word_embeddings", detail::as_bool);
+    if (root.find("hidden_act")) {
+        const std::string act = field("hidden_act", detail::as_string);
+        detail::require(act == "silu", "checkpoint",
+                        [&] { return file + ": hidden_act '" + act + "' is not supported (only silu)"; });
+    }
     for (const char* flag : {"attention_bias", "mlp_bias"})
-        if (const auto* v = root.find(flag))
-            detail::require(!v->as_bool(), "checkpoint",
+        if (root.find(flag))
+            detail::require(!field(flag, detail::as_bool), "checkpoint",
                             [&] { return file + ": " + flag + " = true is not supported (Llama has no biases)"; });
     if (const auto* v = root.find("rope_scaling"))
         detail::require(v->is_null(), "checkpoint", [&] { return file + ": rope_scaling is not supported (must be null)"; });
-    if (const auto* v = root.find("head_dim"))
-        detail::require(v->is_null() || v->as_int() == c.hidden_size / c.num_attention_heads, "checkpoint", [&] {
-            return file + ": head_dim " + std::to_string(v->as_int()) + " differs from hidden_size / num_attention_heads";
+    if (const auto* v = root.find("head_dim"); v && !v->is_null()) {
+        const std::int64_t head_dim = field("head_dim", detail::as_int);
+        detail::require(head_dim == c.hidden_size / c.num_attention_heads, "checkpoint", [&] {
+            return file + ": head_dim " + std::to_string(head_dim) + " differs from hidden_size / num_attention_heads";
         });
+    }
     try {
         c.validate();
     } catch (const error& e) {

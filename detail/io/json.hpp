@@ -416,6 +416,11 @@ public:
         : text_(text), origin_(std::make_shared<const std::string>(origin)) {}
 
     json::Value parse_document() {
+        // RFC 8259 §8.1: a JSON text MUST NOT begin with a byte order mark; HF's loaders (Python's json,
+        // serde_json) refuse one too, so a file that loaded here would fail in the tools it came from.
+        if (text_.starts_with("\xEF\xBB\xBF"))
+            error("the text starts with a UTF-8 byte order mark (EF BB BF), which JSON does not allow (RFC 8259, "
+                  "section 8.1); save the file as UTF-8 without a BOM");
         skip_whitespace();
         json::Value v = parse_value(0);
         skip_whitespace();
@@ -481,6 +486,10 @@ private:
                 else error("expected a value, found " + describe_here());
                 break;
             default:
+                // Python's json.dump writes these for non-finite floats; name them rather than their first byte.
+                for (std::string_view word : {"NaN", "Infinity", "-Infinity"})
+                    if (text_.substr(pos_, word.size()) == word)
+                        error(std::string(word) + " is not a JSON number (JSON has no NaN or Infinity)");
                 if (text_[pos_] == '-' || (text_[pos_] >= '0' && text_[pos_] <= '9')) v = parse_number();
                 else error("expected a value, found " + describe_here());
         }

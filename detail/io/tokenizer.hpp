@@ -833,6 +833,9 @@ SPECDEC_INLINE void Tokenizer::save(const std::filesystem::path& path) const {
 }
 
 SPECDEC_INLINE Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+    std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
+    if (std::filesystem::is_directory(path, ec))
+        detail::fail("tokenizer", path.string() + ": is a directory, not a file (pass the path of its tokenizer.json)");
     std::ifstream in(path, std::ios::binary);
     if (!in) detail::fail("tokenizer", path.string() + ": cannot open");
     std::ostringstream text;

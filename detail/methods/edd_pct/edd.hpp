@@ -93,7 +93,7 @@ inline EddCheckpoint load_edd_checkpoint(const std::filesystem::path& dir) {
     detail::require(type != nullptr && type->is_string() && type->as_string() == "edd", "edd", [&] {
         return path.string() + ": model_type is not \"edd\" (an EDD drafter's config names it and edd_target_layer)";
     });
-    const std::int64_t layer = root.at("edd_target_layer").as_int();
+    const std::int64_t layer = detail::read_field(root, path.string(), "edd_target_layer", "edd", detail::as_int);
     detail::require(layer >= 0 && layer < (std::int64_t{1} << 20), "edd", [&] {
         return path.string() + ": edd_target_layer " + std::to_string(layer) + " is out of range";
     });

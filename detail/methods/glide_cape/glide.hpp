@@ -238,17 +238,18 @@ inline GlideConfig load_glide_config(const std::filesystem::path& path) {
     c.draft = load_config(path);
     const json::Value root = json::parse(detail::read_text_file(path, "glide"), file);
     const auto integer = [&](const char* field) {
-        const std::int64_t v = root.at(field).as_int();
+        const std::int64_t v = detail::read_field(root, file, field, "glide", detail::as_int);
         detail::require(v > 0 && v < (std::int64_t{1} << 31), "glide",
                         [&] { return file + ": field '" + field + "' = " + std::to_string(v) + " is out of range"; });
         return static_cast<int>(v);
     };
-    c.glide_cross_attention = root.at("glide_cross_attention").as_bool();
+    c.glide_cross_attention = detail::read_field(root, file, "glide_cross_attention", "glide", detail::as_bool);
     c.glide_target_layers = integer("glide_target_layers");
     c.glide_cross_heads = integer("glide_cross_heads");
     c.glide_cross_head_dim = integer("glide_cross_head_dim");
     c.glide_target_kv_heads = integer("glide_target_kv_heads");
-    c.glide_target_rope_theta = static_cast<float>(root.at("glide_target_rope_theta").as_double());
+    c.glide_target_rope_theta =
+        static_cast<float>(detail::read_field(root, file, "glide_target_rope_theta", "glide", detail::as_double));
     try {
         c.validate();
     } catch (const error& e) {

@@ -1,0 +1,267 @@
+// make_corpus.cpp — writes the malformed-file corpus of tests/data/malformed/ (README.md lists each file,
+// what is wrong with it and the error it must give; tests/io/test_malformed_corpus.cpp checks them).
+// The files are committed; rerun this only to change the corpus, from the repository root:
+//
+//     g++ -std=c++20 -O1 -I. tests/data/malformed/make_corpus.cpp -o /tmp/make_corpus && /tmp/make_corpus
+//
+// Each case is a few lines here and one file (or folder) there: broken on purpose in exactly one way.
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "specdec.hpp"
+
+using namespace specdec;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = "tests/data/malformed";
+
+void write(const fs::path& rel, const std::string& bytes) {
+    const fs::path p = kRoot / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream out(p, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string le64(std::uint64_t v) {
+    std::string s(8, '\0');
+    std::memcpy(s.data(), &v, 8);
+    return s;
+}
+std::string le32(std::uint32_t v) {
+    std::string s(4, '\0');
+    std::memcpy(s.data(), &v, 4);
+    return s;
+}
+
+/// A safetensors file: the 8-byte length, the header as given, then `data_bytes` zero bytes.
+std::string safetensors(const std::string& header, std::size_t data_bytes) {
+    return le64(header.size()) + header + std::string(data_bytes, '\0');
+}
+
+/// A token file: magic, version, width, count as given, then the ids at that width.
+std::string token_file(std::uint32_t width, std::uint64_t count, const std::vector<std::uint32_t>& ids,
+                       std::string magic = "SDTOKENS", std::uint32_t version = 1) {
+    std::string s = magic + le32(version) + le32(width) + le64(count) + std::string(8, '\0');
+    for (std::uint32_t id : ids) s += width == 2 ? le32(id).substr(0, 2) : le32(id);
+    return s;
+}
+
+/// A valid LlamaConfig's fields with one replaced (`field` -> `raw JSON value`), or removed (value "").
+std::string config_json(const std::string& field = "", const std::string& value = "") {
+    const std::vector<std::pair<std::string, std::string>> fields = {
+        {"hidden_size", "32"},          {"intermediate_size", "48"}, {"num_hidden_layers", "2"},
+        {"num_attention_heads", "4"},   {"num_key_value_heads", "2"}, {"vocab_size", "64"},
+        {"max_position_embeddings", "128"}, {"rope_theta", "10000.0"}, {"rms_norm_eps", "1e-05"},
+        {"tie_word_embeddings", "false"}, {"hidden_act", "\"silu\""}};
+    std::string s = "{\n";
+    bool first = true;
+    for (const auto& [k, v] : fields) {
+        std::string val = k == field ? value : v;
+        if (k == field && value.empty()) continue;
+        s += std::string(first ? "" : ",\n") + "  \"" + k + "\": " + val;
+        first = false;
+    }
+    return s + "\n}\n";
+}
+
+/// A tokenizer.json over the bytes h, e, l, o (ids 1..4) and one special token (id 0); `vocab`,
+/// `merges` and `added` replace the defaults when given.
+std::string tokenizer_json(const std::string& vocab = R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 5})",
+                           const std::string& merges = R"(["h e"])",
+                           const std::string& added = R"([{"id": 0, "content": "<|endoftext|>", "special": true}])") {
+    return "{\"version\": \"1.0\", \"added_tokens\": " + added +
+           ",\n \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false},\n"
+           " \"post_processor\": null, \"decoder\": {\"type\": \"ByteLevel\"},\n"
+           " \"model\": {\"type\": \"BPE\", \"vocab\": " + vocab + ",\n  \"merges\": " + merges + "}}\n";
+}
+
+/// A tiny Llama with random weights, bf16, as HF writes it.
+Config tiny_llama(int vocab = 16, int layers = 1) {
+    return Config{.hidden_size = 8, .intermediate_size = 16, .num_hidden_layers = layers, .num_attention_heads = 2,
+                  .num_key_value_heads = 1, .vocab_size = vocab, .max_position_embeddings = 32,
+                  .tie_word_embeddings = true};
+}
+
+void json_cases() {
+    const std::string ok = config_json();
+    write("json/bom.json", "\xEF\xBB\xBF" + ok);
+    write("json/nan.json", config_json("rope_theta", "NaN"));
+    write("json/infinity.json", config_json("rope_theta", "-Infinity"));
+    write("json/number_overflow.json", config_json("rope_theta", "1e400"));
+    write("json/invalid_utf8_key.json", "{\"hidden\xFF_size\": 32}\n");
+    write("json/invalid_utf8_string.json", config_json("hidden_act", "\"sil\xC0\xAF\""));  // an overlong '/'
+    write("json/lone_high_surrogate.json", config_json("hidden_act", "\"\\ud800\""));
+    write("json/lone_low_surrogate.json", config_json("hidden_act", "\"\\udc00x\""));
+    write("json/truncated.json", ok.substr(0, ok.size() / 2));
+    write("json/trailing_comma.json", "{\"hidden_size\": 32,}\n");
+    write("json/duplicate_key.json", "{\"hidden_size\": 32, \"hidden_size\": 64}\n");
+    write("json/empty.json", "");
+    write("json/not_an_object.json", "[32, 48]\n");
+}
+
+void checkpoint_cases() {
+    write("checkpoint/hidden_1e308/config.json", config_json("hidden_size", "1e308"));
+    write("checkpoint/hidden_beyond_int64/config.json", config_json("hidden_size", "99999999999999999999999"));
+    write("checkpoint/hidden_as_string/config.json", config_json("hidden_size", "\"32\""));
+    write("checkpoint/negative_heads/config.json", config_json("num_attention_heads", "-4"));
+    write("checkpoint/heads_not_dividing_hidden/config.json", config_json("hidden_size", "30"));
+    write("checkpoint/vocab_zero/config.json", config_json("vocab_size", "0"));
+    write("checkpoint/absurd_size/config.json", [] {
+        std::string s = config_json("vocab_size", "2000000000");
+        s.replace(s.find("\"intermediate_size\": 48"), 23, "\"intermediate_size\": 1000000000");
+        return s;
+    }());
+    write("checkpoint/rms_norm_eps_underflow/config.json", config_json("rms_norm_eps", "1e-400"));
+    write("checkpoint/rope_theta_beyond_float/config.json", config_json("rope_theta", "1e39"));
+    write("checkpoint/tie_not_bool/config.json", config_json("tie_word_embeddings", "\"yes\""));
+    write("checkpoint/missing_vocab_size/config.json", config_json("vocab_size", ""));
+    write("checkpoint/config_is_a_directory/config.json/.gitkeep", "");
+    // Weights that disagree with their config.json.
+    const Config c = tiny_llama();
+    save_checkpoint(kRoot / "checkpoint/layers_mismatch", c, random_weights(c, 1, 0.3f));
+    Config two = c;
+    two.num_hidden_layers = 2;
+    save_config(two, kRoot / "checkpoint/layers_mismatch/config.json");
+    const Config wide = tiny_llama(20);
+    save_checkpoint(kRoot / "checkpoint/shape_mismatch", wide, random_weights(wide, 2, 0.3f));
+    save_config(c, kRoot / "checkpoint/shape_mismatch/config.json");
+}
+
+void safetensors_cases() {
+    const auto t = [](const std::string& name, const std::string& shape, const std::string& offsets,
+                      const std::string& dtype = "F32") {
+        return "\"" + name + "\": {\"dtype\": \"" + dtype + "\", \"shape\": " + shape + ", \"data_offsets\": " + offsets + "}";
+    };
+    write("safetensors/shape_overflow.safetensors",
+          safetensors("{" + t("w", "[1099511627776, 1099511627776]", "[0, 4]") + "}", 4));
+    write("safetensors/offsets_reversed.safetensors", safetensors("{" + t("w", "[1]", "[8, 4]") + "}", 8));
+    write("safetensors/offsets_overlap.safetensors",
+          safetensors("{" + t("a", "[2]", "[0, 8]") + ", " + t("b", "[2]", "[4, 12]") + "}", 12));
+    write("safetensors/offsets_past_end.safetensors", safetensors("{" + t("w", "[4]", "[0, 16]") + "}", 8));
+    write("safetensors/offsets_negative.safetensors", safetensors("{" + t("w", "[1]", "[-4, 0]") + "}", 8));
+    write("safetensors/size_mismatch.safetensors", safetensors("{" + t("w", "[3]", "[0, 8]") + "}", 8));
+    write("safetensors/duplicate_name.safetensors",
+          safetensors("{" + t("w", "[1]", "[0, 4]") + ", " + t("w", "[1]", "[4, 8]") + "}", 8));
+    write("safetensors/unknown_dtype.safetensors", safetensors("{" + t("w", "[1]", "[0, 4]", "F33") + "}", 4));
+    write("safetensors/negative_dim.safetensors", safetensors("{" + t("w", "[-1, 4]", "[0, 4]") + "}", 4));
+    write("safetensors/header_past_end.safetensors", le64(1000) + "{}");
+    write("safetensors/header_length_huge.safetensors", le64(0xFFFFFFFFFFFFFFF0ull) + "{}");
+    write("safetensors/shorter_than_length.safetensors", std::string("\x02\x00\x00", 3));
+    write("safetensors/header_not_json.safetensors", safetensors("this is not JSON", 0));
+    write("safetensors/header_bom.safetensors", safetensors("\xEF\xBB\xBF{" + t("w", "[1]", "[0, 4]") + "}", 4));
+    write("safetensors/header_not_object.safetensors", safetensors("[1, 2]", 0));
+    write("safetensors/metadata_not_string.safetensors",
+          safetensors("{\"__metadata__\": {\"format\": 1}, " + t("w", "[1]", "[0, 4]") + "}", 4));
+}
+
+void tokenizer_cases() {
+    write("tokenizer/merge_unknown_token.json", tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 5})",
+                                                             R"(["h e", "l x"])"));
+    write("tokenizer/duplicate_vocab_id.json",
+          tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 3, "he": 5})"));
+    write("tokenizer/empty_vocab.json", tokenizer_json("{}", "[]", "[]"));
+    write("tokenizer/duplicate_added_token.json",
+          tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 5, "<|endoftext|>x": 6})", R"(["h e"])",
+                         R"([{"id": 0, "content": "<|endoftext|>"}, {"id": 6, "content": "<|endoftext|>"}])"));
+    write("tokenizer/duplicate_added_id.json",
+          tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 5})", R"(["h e"])",
+                         R"([{"id": 0, "content": "<|endoftext|>"}, {"id": 0, "content": "<|pad|>"}])"));
+    write("tokenizer/merge_makes_added_token.json",
+          tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 5})", R"(["h e"])",
+                         R"([{"id": 0, "content": "<|endoftext|>"}, {"id": 5, "content": "he"}])"));
+    write("tokenizer/vocab_id_huge.json",
+          tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 4294967296})"));
+    write("tokenizer/vocab_id_negative.json",
+          tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": -3, "o": 4, "he": 5, "x": 3})"));
+    write("tokenizer/vocab_hole.json", tokenizer_json(R"({"<|endoftext|>": 0, "h": 1, "e": 2, "l": 3, "o": 4, "he": 6, "x": 7})"));
+    write("tokenizer/not_bpe.json", [] {
+        std::string s = tokenizer_json();
+        s.replace(s.find("\"BPE\""), 5, "\"WordPiece\"");
+        return s;
+    }());
+    write("tokenizer/is_a_directory/.gitkeep", "");
+}
+
+void token_file_cases() {
+    write("token_file/short_header.tokens", std::string("SDTOKENS\x01\x00", 10));
+    write("token_file/count_past_end.tokens", token_file(2, 100, {1, 2, 3}));
+    write("token_file/count_huge.tokens", token_file(4, std::uint64_t{1} << 62, {1, 2, 3}));
+    write("token_file/id_2pow31.tokens", token_file(4, 3, {1, 0x80000000u, 2}));
+    write("token_file/id_past_vocab.tokens", token_file(2, 3, {3, 64, 5}));
+    write("token_file/bad_magic.tokens", token_file(2, 1, {1}, "SDTOKENZ"));
+    write("token_file/bad_version.tokens", token_file(2, 1, {1}, "SDTOKENS", 2));
+    write("token_file/bad_width.tokens", token_file(3, 1, {1}));
+}
+
+/// The target every glide/ and edd/ case is checked against: tests/helpers.hpp's tiny_config()
+/// (hidden 32, 4 heads of 8, 2 kv heads, 2 layers, vocabulary 64, context 128).
+Config test_target(int vocab = 64, int hidden = 32, int layers = 2) {
+    return Config{.hidden_size = hidden, .intermediate_size = 48, .num_hidden_layers = layers, .num_attention_heads = 4,
+                  .num_key_value_heads = 2, .vocab_size = vocab, .max_position_embeddings = 128};
+}
+
+void glide_case(const std::string& name, const Config& drafted_for) {
+    const Config draft{.hidden_size = 16, .intermediate_size = 24, .num_hidden_layers = 1, .num_attention_heads = 2,
+                       .num_key_value_heads = 1, .vocab_size = drafted_for.vocab_size, .max_position_embeddings = 128,
+                       .tie_word_embeddings = true};
+    const GlideConfig g = glide_config_for(draft, drafted_for);
+    save_glide_checkpoint(kRoot / "glide" / name, g, random_glide_weights(g, 3, 0.3f));
+}
+
+void edd_case(const std::string& name, const Config& drafted_for, int layer) {
+    Config d = edd_drafter_config(drafted_for);
+    d.intermediate_size = 16;
+    d.tie_word_embeddings = true;
+    save_edd_checkpoint(kRoot / "edd" / name, EddCheckpoint{d, random_weights(d, 4, 0.3f), layer});
+}
+
+void drafter_cases() {
+    glide_case("vocab_mismatch", test_target(72));
+    glide_case("head_dim_mismatch", test_target(64, 16));      // trained beside 4 heads of 4
+    glide_case("target_layers_mismatch", test_target(64, 32, 3));
+    write("glide/cross_heads_zero/config.json", [] {
+        glide_case("cross_heads_zero", test_target());
+        std::string s = detail::read_text_file(kRoot / "glide/cross_heads_zero/config.json", "glide");
+        s.replace(s.find("\"glide_cross_heads\": 4"), 22, "\"glide_cross_heads\": 0");
+        return s;
+    }());
+    fs::remove(kRoot / "glide/cross_heads_zero/model.safetensors");
+    write("glide/cross_attention_not_bool/config.json", [] {
+        std::string s = detail::read_text_file(kRoot / "glide/cross_heads_zero/config.json", "glide");
+        s.replace(s.find("\"glide_cross_heads\": 0"), 22, "\"glide_cross_heads\": 4");
+        s.replace(s.find("\"glide_cross_attention\": true"), 29, "\"glide_cross_attention\": 1");
+        return s;
+    }());
+    edd_case("vocab_mismatch", test_target(72), 0);
+    edd_case("hidden_mismatch", test_target(64, 16), 0);
+    edd_case("layer_past_target", test_target(), 5);
+    write("edd/not_edd/config.json", config_json());
+    write("edd/layer_as_string/config.json", [] {
+        std::string s = config_json();
+        s.replace(s.rfind('}'), 1, ", \"model_type\": \"edd\", \"edd_target_layer\": \"0\"}");
+        return s;
+    }());
+}
+
+}  // namespace
+
+int main() try {
+    for (const char* d : {"json", "checkpoint", "safetensors", "tokenizer", "token_file", "glide", "edd"})
+        fs::remove_all(kRoot / d);
+    json_cases();
+    checkpoint_cases();
+    safetensors_cases();
+    tokenizer_cases();
+    token_file_cases();
+    drafter_cases();
+    return 0;
+} catch (const specdec::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+}
