@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Fuzzes every reader of bytes in specdec (JSON, safetensors, model folders, tokenizer.json, GLIDE and EDD
+# drafter folders, the benchmark's methods.json, token files, prompts.jsonl) with libFuzzer under ASan and
+# UBSan: the harnesses are tests/fuzz/fuzz_<name>.cpp, the seeds tests/fuzz/seeds/<name>/.
+#
+#     bash scripts/fuzz.sh [seconds per harness, default 20] [harness ...]
+#
+# Run it longer by giving more seconds (`bash scripts/fuzz.sh 3600 tokenizer` fuzzes the tokenizer for an
+# hour); the working corpus in build/fuzz/corpus/<name> grows across runs, so each run starts where the
+# last one stopped. Each harness runs in libFuzzer's fork mode and keeps going after a finding; the inputs
+# that crashed, leaked, hung or ran out of memory are saved in build/fuzz/crashes/<name>/ and the script
+# exits non-zero. Reproduce one with `build/fuzz/fuzz_<name> <file>`. Needs only clang++ (14 or later).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-20}
+shift $(( $# > 0 ? 1 : 0 ))
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -gt 0 ]] || { echo "usage: $0 [seconds per harness] [harness ...]" >&2; exit 2; }
+
+# name and -max_len: the largest input worth mutating (the real tokenizer.json seed is 105 KiB).
+declare -A max_len=(
+    [json]=16384 [safetensors]=8192 [checkpoint]=16384 [glide_checkpoint]=16384 [edd_checkpoint]=16384
+    [tokenizer]=131072 [bench_config]=8192 [token_file]=4096 [prompts]=32768
+)
+all=(json safetensors checkpoint glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts)
+harnesses=("$@")
+(( ${#harnesses[@]} > 0 )) || harnesses=("${all[@]}")
+for h in "${harnesses[@]}"; do
+    [[ -n "${max_len[$h]:-}" ]] || { echo "unknown harness '$h' (known: ${all[*]})" >&2; exit 2; }
+done
+
+cxx=${CXX:-clang++}
+command -v "$cxx" >/dev/null || { echo "$cxx not found: the fuzzers need clang++ with libFuzzer" >&2; exit 2; }
+launcher=()
+command -v ccache >/dev/null && launcher=(ccache)
+# -Wno-unknown-warning-option: the library silences a GCC-only warning with #pragma GCC diagnostic.
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-warning-option -I.)
+
+out=build/fuzz
+mkdir -p "$out"
+n=${#harnesses[@]}
+
+echo "== building $n harnesses with $cxx"
+i=0
+for h in "${harnesses[@]}"; do
+    i=$((i + 1))
+    echo "[$i/$n] build fuzz_$h"
+    "${launcher[@]}" "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h"
+done
+
+# The harnesses write each input to a file: on tmpfs when there is one, in a folder removed at exit.
+scratch_base=/tmp
+[[ -d /dev/shm && -w /dev/shm ]] && scratch_base=/dev/shm
+scratch=$(mktemp -d "$scratch_base/specdec_fuzz.XXXXXX")
+trap 'rm -rf "$scratch"' EXIT
+
+echo "== fuzzing each harness for $seconds s"
+summary=()
+failed=0
+i=0
+for h in "${harnesses[@]}"; do
+    i=$((i + 1))
+    corpus="$out/corpus/$h" crashes="$out/crashes/$h" log="$out/fuzz_$h.log"
+    mkdir -p "$corpus" "$crashes" "$scratch/$h"
+    cp tests/fuzz/seeds/"$h"/* "$corpus"/
+    before=$(find "$crashes" -type f | wc -l)
+    echo "[$i/$n] fuzz_$h: ${seconds} s, corpus of $(find "$corpus" -type f | wc -l) inputs (log: $log)"
+    # Fork mode: a crash, leak, timeout or OOM ends only the child; its input lands in $crashes and the
+    # parent goes on. The parent's own status says little then, so the results come from its log.
+    status=0
+    TMPDIR="$scratch/$h" "$out/fuzz_$h" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+        -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+        -max_len="${max_len[$h]}" -artifact_prefix="$crashes/" -print_final_stats=1 \
+        "$corpus" >"$log" 2>&1 || status=$?
+    progress=$(grep -E '^#[0-9]+: cov:' "$log" | tail -n 1 || true)
+    execs=$(sed -nE 's/^#([0-9]+): cov:.*/\1/p' <<<"$progress")
+    counts=$(sed -nE 's#.*oom/timeout/crash: ([0-9]+/[0-9]+/[0-9]+).*#\1#p' <<<"$progress")
+    IFS=/ read -r ooms timeouts crashed <<<"${counts:-0/0/0}"
+    new=$(( $(find "$crashes" -type f | wc -l) - before ))
+    files=$(find "$corpus" -type f | wc -l)
+    kib=$(find "$corpus" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%d", (s + 1023) / 1024 }')
+    if (( ooms + timeouts + crashed + new > 0 )) || (( status != 0 )); then
+        result="FAILED: $crashed crashes/leaks, $timeouts timeouts, $ooms OOMs, $new new inputs in $crashes (exit $status)"
+        failed=1
+    else
+        result="ok"
+    fi
+    line=$(printf '%-17s %10s execs  corpus %5d inputs %6d KiB  %s' "$h" "${execs:-?}" "$files" "$kib" "$result")
+    echo "      $line"
+    summary+=("$line")
+done
+
+echo "== summary ($seconds s per harness)"
+printf '%s\n' "${summary[@]}"
+exit "$failed"

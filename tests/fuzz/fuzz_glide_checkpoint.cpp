@@ -1,0 +1,24 @@
+// tests/fuzz/fuzz_glide_checkpoint.cpp — a GLIDE drafter folder from one input: the first 4 bytes
+// (little-endian) are the length of config.json, the rest is model.safetensors (fuzz_common.hpp's
+// split). Runs load_glide_checkpoint; what loads must validate against its config. Run through scripts/fuzz.sh.
+// SPDX-License-Identifier: MIT
+#include "detail/methods/glide_cape/glide.hpp"
+#include "fuzz_common.hpp"
+
+#include <optional>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::filesystem::path& dir = fuzz::scratch_dir("glide_checkpoint");
+    const fuzz::TwoParts parts = fuzz::split(data, size);
+    fuzz::write_file(dir / "config.json", parts.first);
+    fuzz::write_file(dir / "model.safetensors", parts.second);
+    std::optional<specdec::GlideCheckpoint> ck;
+    try {
+        ck = specdec::load_glide_checkpoint(dir);
+    } catch (const specdec::error&) {
+        return 0;
+    }
+    ck->config.validate();  // outside the try: what loaded is valid and fits its config
+    specdec::validate(ck->weights, ck->config);
+    return 0;
+}

@@ -1,0 +1,196 @@
+// tests/fuzz/make_seeds.cpp — writes the seed corpora under tests/fuzz/seeds/<harness>/: the repository's
+// own small files (configs, methods files, prompts, tokenizer.json) and tiny files made with the
+// library's writers (safetensors, model folders packed as fuzz_common.hpp's split expects, token files,
+// a trained 300-token tokenizer). The seeds are committed; rerun this only to regenerate them:
+//
+//     g++ -std=c++20 -O1 -I. tests/fuzz/make_seeds.cpp -o build/make_seeds -pthread && build/make_seeds
+//
+// from the repository root (it replaces tests/fuzz/seeds/).
+// SPDX-License-Identifier: MIT
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "specdec.hpp"
+
+namespace fs = std::filesystem;
+using namespace specdec;
+
+namespace {
+
+const fs::path kSeeds = "tests/fuzz/seeds";
+const fs::path kScratch = fs::temp_directory_path() / "specdec_make_seeds";
+
+std::string read(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void put(const std::string& harness, const std::string& name, std::string_view bytes) {
+    fs::create_directories(kSeeds / harness);
+    std::ofstream out(kSeeds / harness / name, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+void copy(const std::string& harness, const std::string& name, const fs::path& from) { put(harness, name, read(from)); }
+
+/// A model folder as one input: 4-byte little-endian length of config.json, config.json, model.safetensors.
+std::string packed(const fs::path& dir) {
+    const std::string config = read(dir / "config.json"), weights = read(dir / "model.safetensors");
+    const auto n = static_cast<std::uint32_t>(config.size());
+    std::string out(4, '\0');
+    std::memcpy(out.data(), &n, 4);
+    return out + config + weights;
+}
+
+// D 4, H 2 (head_dim 2), Hkv 1, F 4, V 8: a few hundred floats.
+Config tiny(int layers, bool tied) {
+    return Config{.hidden_size = 4, .intermediate_size = 4, .num_hidden_layers = layers, .num_attention_heads = 2,
+                  .num_key_value_heads = 1, .vocab_size = 8, .max_position_embeddings = 16, .tie_word_embeddings = tied};
+}
+
+void safetensors_seeds() {
+    const std::vector<float> f = {1.0f, -2.5f, 0.0f, 3.0e-39f, 65504.0f, -0.0f};
+    const std::vector<bf16> b = {to_bf16(1.0f), to_bf16(-2.0f), to_bf16(0.5f), to_bf16(7.0f)};
+    const std::vector<std::uint16_t> h = {0x3C00, 0x0001, 0x7C00, 0xFC00};  // 1, smallest subnormal, +-inf
+    const std::vector<double> d = {1.0, -1e-300, 3.5};
+    const std::vector<std::int32_t> i = {1, -2, 3};
+    const std::vector<std::uint8_t> u = {7, 8, 9, 10, 11};
+    std::vector<TensorToWrite> all = {
+        {"f32", DType::kF32, {2, 3}, std::as_bytes(std::span(f))},
+        {"bf16", DType::kBF16, {4}, std::as_bytes(std::span(b))},
+        {"f16", DType::kF16, {2, 2}, std::as_bytes(std::span(h))},
+        {"f64", DType::kF64, {3}, std::as_bytes(std::span(d))},
+        {"i32", DType::kI32, {3, 1}, std::as_bytes(std::span(i))},
+        {"u8", DType::kU8, {5}, std::as_bytes(std::span(u))},
+        {"scalar", DType::kF32, {}, std::as_bytes(std::span(f).first(1))},
+        {"empty", DType::kF32, {0, 4}, {}},
+    };
+    const fs::path p = kScratch / "t.safetensors";
+    write_safetensors(p, all, {{"format", "pt"}});
+    put("safetensors", "mixed_dtypes", read(p));
+    write_safetensors(p, std::span(all).first(1));
+    put("safetensors", "one_f32", read(p));
+    write_safetensors(p, std::span<const TensorToWrite>{}, {});
+    put("safetensors", "empty", read(p));
+    // A small real model's weights, as the loaders see them.
+    save_weights(random_weights(tiny(1, false), 1), tiny(1, false), p, SaveFormat::kBF16);
+    put("safetensors", "tiny_model_bf16", read(p));
+}
+
+void checkpoint_seeds() {
+    const fs::path dir = kScratch / "ck";
+    for (const auto& [name, cfg, format] : {std::tuple{"tiny_f32", tiny(1, true), SaveFormat::kF32},
+                                            std::tuple{"tiny_bf16_untied", tiny(2, false), SaveFormat::kBF16}}) {
+        save_checkpoint(dir, cfg, random_weights(cfg, 2), format);
+        put("checkpoint", name, packed(dir));
+    }
+    for (const char* model : {"target", "small", "mid", "vanilla", "vdm", "glide", "edd"}) {
+        const std::string config = read(fs::path("models") / model / "config.json");
+        std::string in(4, '\0');
+        const auto n = static_cast<std::uint32_t>(config.size());
+        std::memcpy(in.data(), &n, 4);
+        put("checkpoint", std::string("config_") + model, in + config);  // config only, no weights
+    }
+}
+
+void glide_seeds() {
+    const fs::path dir = kScratch / "glide";
+    const Config target = tiny(2, true);
+    for (const auto& [name, cross] : {std::pair{"tiny_cross", true}, std::pair{"tiny_vanilla", false}}) {
+        const GlideConfig gc = glide_config_for(tiny(1, true), target, cross);
+        save_glide_checkpoint(dir, gc, random_glide_weights(gc, 3), SaveFormat::kBF16);
+        put("glide_checkpoint", name, packed(dir));
+    }
+    const std::string config = read("models/glide/config.json");
+    std::string in(4, '\0');
+    const auto n = static_cast<std::uint32_t>(config.size());
+    std::memcpy(in.data(), &n, 4);
+    put("glide_checkpoint", "config_models_glide", in + config);
+}
+
+void edd_seeds() {
+    const fs::path dir = kScratch / "edd";
+    const Config c = edd_drafter_config(tiny(4, true));
+    save_edd_checkpoint(dir, EddCheckpoint{c, random_weights(c, 4), 1}, SaveFormat::kBF16);
+    put("edd_checkpoint", "tiny", packed(dir));
+    const std::string config = read("models/edd/config.json");
+    std::string in(4, '\0');
+    const auto n = static_cast<std::uint32_t>(config.size());
+    std::memcpy(in.data(), &n, 4);
+    put("edd_checkpoint", "config_models_edd", in + config);
+}
+
+void token_file_seeds() {
+    const fs::path p = kScratch / "tokens.bin";
+    train::write_token_file(p.string(), std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+    put("token_file", "u16", read(p));
+    train::write_token_file(p.string(), std::vector<int>{70000, 0, 1, 65535, 65536, 3});
+    put("token_file", "u32", read(p));
+    train::write_token_file(p.string(), std::vector<int>{});
+    put("token_file", "empty", read(p));
+}
+
+void tokenizer_seeds() {
+    copy("tokenizer", "models_tokenizer.json", "models/tokenizer.json");
+    const std::string corpus = read("data/corpus/test.txt").substr(0, 20000);
+    const Tokenizer small = Tokenizer::train(corpus, 300, {"<|endoftext|>", "<|pad|>"});
+    put("tokenizer", "trained_300.json", small.to_json());
+    // By hand: bytes a, b, space (Ġ) only, two merges in both spellings, an added token, ignore_merges.
+    put("tokenizer", "hand_partial.json",
+        R"({"added_tokens":[{"id":0,"content":"<|endoftext|>","special":true}],"normalizer":null,)"
+        R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
+        R"("post_processor":null,"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","ignore_merges":true,)"
+        R"("vocab":{"<|endoftext|>":0,"a":1,"b":2,"Ġ":3,"ab":4,"Ġab":5},"merges":["a b",["Ġ","ab"]]}})");
+}
+
+void json_seeds() {
+    for (const char* model : {"target", "glide", "edd"})
+        copy("json", std::string("config_") + model + ".json", fs::path("models") / model / "config.json");
+    copy("json", "methods.json", "examples/bench/methods.json");
+    copy("json", "tokenizer_train.json", "models/tokenizer.train.json");
+    put("json", "scalars.json", R"([0,-0,-0.0,1e308,1e-400,-9223372036854775808,9223372036854775808,1.5e3,true,false,null])");
+    put("json", "strings.json", R"({"a":"\u00e9\ud83d\ude42\n\t\"\\\/","":"","k":{"x":[[],{}]}})");
+    std::string big = "{";
+    for (int i = 0; i < 20; ++i) big += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":" + std::to_string(i);
+    put("json", "object_20_members.json", big + "}");
+}
+
+void bench_seeds() {
+    for (const char* f : {"methods.json", "methods_edd.json", "methods_glide.json"})
+        copy("bench_config", f, fs::path("examples/bench") / f);
+    put("bench_config", "cascade.json",
+        R"([{"name":"ar","method":"autoregressive"},{"name":"cs","method":"cascade","drafters":["mid","small","maxgram"],)"
+        R"("k_matrix":[[0,2,1],[0,0,3],[0,0,0]],"lenience":2.0,"children":3,"max_drafts":40},)"
+        R"({"name":"x","method":"expanded","drafter":"small","gamma":4,"expansion":"cape","max_drafts":20}])");
+}
+
+void prompts_seeds() {
+    copy("prompts", "prompts.jsonl", "data/prompts.jsonl");
+    put("prompts", "two.jsonl", "{\"id\":\"a\",\"kind\":\"k\",\"text\":\"hello\"}\n\n{\"id\":\"b\",\"kind\":\"q\",\"text\":\"x\"}\n");
+}
+
+}  // namespace
+
+int main() try {
+    fs::remove_all(kSeeds);
+    fs::create_directories(kScratch);
+    json_seeds();
+    safetensors_seeds();
+    checkpoint_seeds();
+    glide_seeds();
+    edd_seeds();
+    tokenizer_seeds();
+    bench_seeds();
+    token_file_seeds();
+    prompts_seeds();
+    fs::remove_all(kScratch);
+    std::printf("seeds written under %s\n", kSeeds.c_str());
+    return 0;
+} catch (const specdec::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+}
