@@ -33,20 +33,24 @@ cxx=${CXX:-clang++}
 command -v "$cxx" >/dev/null || { echo "$cxx not found: the fuzzers need clang++ with libFuzzer" >&2; exit 2; }
 launcher=()
 command -v ccache >/dev/null && launcher=(ccache)
-# -Wno-unknown-warning-option: the library silences a GCC-only warning with #pragma GCC diagnostic.
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Wno-unknown-warning-option -I.)
+flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I.)
 
 out=build/fuzz
 mkdir -p "$out"
 n=${#harnesses[@]}
 
-echo "== building $n harnesses with $cxx"
+jobs=$(nproc)
+echo "== building $n harnesses with $cxx, $jobs at a time"
 i=0
+pids=()
 for h in "${harnesses[@]}"; do
     i=$((i + 1))
     echo "[$i/$n] build fuzz_$h"
-    "${launcher[@]}" "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h"
+    "${launcher[@]}" "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h" &
+    pids+=($!)
+    if (( ${#pids[@]} >= jobs )); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
+for pid in "${pids[@]}"; do wait "$pid"; done
 
 # The harnesses write each input to a file: on tmpfs when there is one, in a folder removed at exit.
 scratch_base=/tmp

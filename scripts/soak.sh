@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 steps="${1:-5000}"
 build="${BUILD_DIR:-build/release}"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPECDEC_CUDA=OFF > /dev/null
+[ -f "$build/CMakeCache.txt" ] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release > /dev/null
 cmake --build "$build" --target tests_loop -j "${JOBS:-1}"
 echo "soak: $steps generations"
 start=$(date +%s)

@@ -2,7 +2,8 @@
 # The whole test suite: a Release build with warnings as errors, the same suite under
 # AddressSanitizer + UndefinedBehaviorSanitizer, and a consumer project that finds the installed
 # package with find_package(specdec). ctest runs one entry per Catch2 test case (labelled by the
-# folder of tests/ it lives in: `ctest --test-dir build/release -L methods`), two at a time.
+# folder of tests/ it lives in: `ctest --test-dir build/release -L methods`), two at a time; then every
+# libFuzzer harness for 15 s from its seeds (`bash scripts/fuzz.sh 600` runs them 10 minutes each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -32,3 +33,6 @@ ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
 echo "== Release tests"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
+
+echo "== Fuzzers (15 s each)"
+bash scripts/fuzz.sh 15

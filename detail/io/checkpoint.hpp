@@ -62,9 +62,12 @@ SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const
 SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
                                 const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
                                 std::string_view hint = {});
-/// How many decoder layers `file` holds tensors for: one more than the largest i of its names
-/// "model.layers.{i}.*" (0 when it has none).
-SPECDEC_INLINE std::int64_t layers_in_file(const SafetensorsFile& file);
+/// The decoder layers `file` holds tensors for: `count` distinct i among its names "model.layers.{i}.*",
+/// the largest being `end` - 1 (both 0 when it has none).
+struct LayersInFile {
+    std::int64_t count = 0, end = 0;
+};
+SPECDEC_INLINE LayersInFile layers_in_file(const SafetensorsFile& file);
 /// Checks the config's num_hidden_layers against the layers `file` holds, before anything is
 /// allocated per layer (a config.json claiming 2^31 layers would otherwise ask for 463 GB of empty
 /// layer records before the first missing tensor said what is wrong).
@@ -248,27 +251,33 @@ SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesyst
 }
 
 
-SPECDEC_INLINE std::int64_t layers_in_file(const SafetensorsFile& file) {
+SPECDEC_INLINE LayersInFile layers_in_file(const SafetensorsFile& file) {
     constexpr std::string_view prefix = "model.layers.";
-    std::int64_t layers = 0;
+    std::vector<std::int64_t> seen;  // at most one entry per tensor: bounded by the file's size
     for (const TensorInfo& t : file.tensors()) {
         const std::string_view name = t.name;
         if (name.substr(0, prefix.size()) != prefix) continue;
         std::int64_t i = 0;
         std::size_t at = prefix.size(), digits = 0;
         for (; at < name.size() && name[at] >= '0' && name[at] <= '9' && digits < 12; ++at, ++digits) i = 10 * i + (name[at] - '0');
-        if (digits > 0 && at < name.size() && name[at] == '.') layers = std::max(layers, i + 1);
+        if (digits > 0 && at < name.size() && name[at] == '.') seen.push_back(i);
     }
-    return layers;
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    return {static_cast<std::int64_t>(seen.size()), seen.empty() ? 0 : seen.back() + 1};
 }
 
 SPECDEC_INLINE void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared,
                                    std::string_view who) {
-    const std::int64_t held = layers_in_file(file);
-    require(held == declared, who, [&] {
+    // Both the largest index and the number of distinct ones: a single tensor named
+    // model.layers.2147483646.x must not vouch for 2^31 layers.
+    const LayersInFile held = layers_in_file(file);
+    require(held.end == declared && held.count == declared, who, [&] {
         return path.string() + ": config.json declares num_hidden_layers = " + std::to_string(declared) +
-               ", but the file holds tensors for " + std::to_string(held) + " layers (model.layers.0 .. model.layers." +
-               std::to_string(held - 1) + "); are config.json and the weights from the same checkpoint?";
+               ", but the file holds tensors for " + std::to_string(held.count) + " layers" +
+               (held.count == held.end ? " (model.layers.0 .. model.layers." + std::to_string(held.end - 1) + ")"
+                                       : " with indices up to " + std::to_string(held.end - 1)) +
+               "; are config.json and the weights from the same checkpoint?";
     });
 }
 

@@ -984,6 +984,9 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
             const json::Value* id = vocab.find(parts[k]);
             if (!id) t.fail(field + ": '" + parts[k] + "' is not in model.vocab");
             ids[k] = static_cast<int>(id->as_int());
+            if (added_content.contains(ids[k]))  // encode never forms a symbol from one: the rule could not apply
+                t.fail(field + ": '" + parts[k] + "' is the added token " + std::to_string(ids[k]) +
+                       "; a merge cannot take an added token");
             merged += parts[k];
         }
         const json::Value* merged_id = vocab.find(merged);

@@ -285,7 +285,9 @@ namespace detail {
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 /// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block, in registers (transpose16).
 SPECDEC_TARGET_AVX512 inline void transpose16x16(float* dst, std::ptrdiff_t ld_dst, const float* src, std::ptrdiff_t ld_src) {

@@ -208,7 +208,9 @@ void rows_scalar(float* y, const float* x, const WT* W, int n, int k, int m, int
 // -Wuninitialized flags once they are inlined into our kernels; the warning is spurious.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // ---------------------------------------------------------------------------------------------------
 // AVX-512 kernels
@@ -690,7 +692,9 @@ namespace detail {
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 SPECDEC_TARGET_AVX512 inline float dot_avx512(const float* a, const float* b, int k) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int p = 0;

@@ -13,7 +13,9 @@ namespace specdec::detail {
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Cephes' expf constants, shared by exp16 and exp8: log2(e), ln 2 split in two (the high part exact
 // in few bits), and the polynomial P, highest power first, with exp(r) ≈ P(r)·r² + r + 1.

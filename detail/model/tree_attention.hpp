@@ -77,7 +77,9 @@ inline void prefetch_rows(const float* base, std::ptrdiff_t ld, int r_begin, int
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 /// Scores of RB key rows against 16 query lanes: s[j][lane] = k_j · q_lane over hd, where qt holds
 /// the queries transposed (hd rows, ldq apart) and k_j = k + j * ldk. Masked lanes get -inf.

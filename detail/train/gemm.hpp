@@ -84,7 +84,9 @@ constexpr int kGemmKc = 256;   // k steps per block: a packed panel of B is 64 K
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics (see matmul.hpp)
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 /// C tile (MR rows, up to 64 columns: `cols` masks the four vectors) = or += Σ_p A(r, p) · Bp[p].
 /// A(r, p) is a[r * lda + p] when A is row-major, a[p * lda + r] when it is stored transposed.

@@ -48,7 +48,9 @@ inline float* task_scratch(std::size_t count) {
 #if defined(__x86_64__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics (see matmul.hpp)
+#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // ---------------------------------------------------------------------------------------------------
 // RMSNorm

@@ -88,6 +88,8 @@ const std::vector<Case> kCorpus = {
     {"checkpoint/missing_vocab_size", Loader::kCheckpoint, {"missing field 'vocab_size'"}},
     {"checkpoint/config_is_a_directory", Loader::kCheckpoint, {"config.json: is a directory, not a file"}},
     {"checkpoint/layers_mismatch", Loader::kCheckpoint, {"num_hidden_layers = 2", "tensors for 1 layers"}},
+    {"checkpoint/one_tensor_claims_2e31_layers", Loader::kCheckpoint,
+     {"num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},
     {"checkpoint/shape_mismatch", Loader::kCheckpoint,
      {"tensor 'model.embed_tokens.weight' has shape [20, 8], the config implies [16, 8]"}},
 
@@ -120,6 +122,8 @@ const std::vector<Case> kCorpus = {
     {"tokenizer/duplicate_added_id.json", Loader::kTokenizer, {"added_tokens[1]: id 0 is used by an earlier added token"}},
     {"tokenizer/merge_makes_added_token.json", Loader::kTokenizer,
      {"model.merges[0]: merged token 'he' is the added token 5"}},
+    {"tokenizer/merge_takes_added_token.json", Loader::kTokenizer,
+     {"model.merges[0]: 'Ġ' is the added token 0; a merge cannot take an added token"}},
     {"tokenizer/vocab_id_huge.json", Loader::kTokenizer, {"model.vocab: id 4294967296 is too large"}},
     {"tokenizer/vocab_id_negative.json", Loader::kTokenizer, {"model.vocab: token 'l' has negative id -3"}},
     {"tokenizer/vocab_hole.json", Loader::kTokenizer, {"model.vocab: no token has id 5 (ids must be 0..V-1)"}},
@@ -140,12 +144,16 @@ const std::vector<Case> kCorpus = {
     {"glide/target_layers_mismatch", Loader::kGlide, {"glide_target_layers is 3, but the target has num_hidden_layers 2"}},
     {"glide/cross_heads_zero", Loader::kGlide, {"field 'glide_cross_heads' = 0 is out of range"}},
     {"glide/cross_attention_not_bool", Loader::kGlide, {"[specdec.glide]", "field 'glide_cross_attention': expected a bool, found integer 1"}},
+    {"glide/one_tensor_claims_2e31_layers", Loader::kGlide,
+     {"[specdec.glide]", "num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},
 
     {"edd/vocab_mismatch", Loader::kEdd, {"[specdec.edd]", "the drafter's vocabulary of 72 differs from the target's 64"}},
     {"edd/hidden_mismatch", Loader::kEdd, {"the drafter's hidden_size 16 differs from the target's 32"}},
     {"edd/layer_past_target", Loader::kEdd, {"edd_target_layer 5 is not a hidden state of the target"}},
     {"edd/not_edd", Loader::kEdd, {"model_type is not \"edd\""}},
     {"edd/layer_as_string", Loader::kEdd, {"[specdec.edd]", "field 'edd_target_layer': expected an integer, found string \"0\""}},
+    {"edd/one_tensor_claims_2e31_layers", Loader::kEdd,
+     {"num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},
 };
 
 const fs::path kCorpusDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/malformed";
