@@ -283,11 +283,7 @@ namespace detail {
 // Transposes for the blocked attention (values as matmul's W operand).
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 /// dst[c * ld_dst + r] = src[r * ld_src + c] for a 16 x 16 block, in registers (transpose16).
 SPECDEC_TARGET_AVX512 inline void transpose16x16(float* dst, std::ptrdiff_t ld_dst, const float* src, std::ptrdiff_t ld_src) {
@@ -298,7 +294,7 @@ SPECDEC_TARGET_AVX512 inline void transpose16x16(float* dst, std::ptrdiff_t ld_d
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) _mm512_storeu_ps(dst + i * ld_dst, r[i]);
 }
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif
 
 /// vt (hd, R) <- the first hd columns of `rows` (R rows, ld apart), transposed: by 16 x 16 register

@@ -36,6 +36,19 @@
 #define SPECDEC_TARGET_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma")))
 #endif
 
+// Around code that inlines AVX-512 intrinsics: GCC 12's seed their results with `_mm512_undefined_*()`
+// (`__m512 __Y = __Y;`), which -Wuninitialized and -Wmaybe-uninitialized flag once inlined into our
+// kernels; the warnings are spurious. (-Wmaybe-uninitialized is GCC's alone: clang would warn about the
+// unknown group.)
+#if defined(__clang__)
+#define SPECDEC_INTRINSICS_BEGIN _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#else
+#define SPECDEC_INTRINSICS_BEGIN                                                                                 \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")                       \
+        _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#endif
+#define SPECDEC_INTRINSICS_END _Pragma("GCC diagnostic pop")
+
 namespace specdec {
 
 // ---------------------------------------------------------------------------------------------------
@@ -204,13 +217,7 @@ void rows_scalar(float* y, const float* x, const WT* W, int n, int k, int m, int
 }
 
 #if defined(__x86_64__)
-// GCC 12's AVX-512 intrinsics seed results with `_mm512_undefined_*()` (`__m512 __Y = __Y;`), which
-// -Wuninitialized flags once they are inlined into our kernels; the warning is spurious.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 // ---------------------------------------------------------------------------------------------------
 // AVX-512 kernels
@@ -515,7 +522,7 @@ SPECDEC_TARGET_AVX2 inline void packed_kernel_avx2(int kc, const float* xp, cons
         }
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif  // __x86_64__
 
 // ---------------------------------------------------------------------------------------------------
@@ -690,11 +697,7 @@ inline void matmul(ThreadPool& pool, float* y, const float* x, const bf16* W, in
 namespace detail {
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 SPECDEC_TARGET_AVX512 inline float dot_avx512(const float* a, const float* b, int k) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int p = 0;
@@ -736,7 +739,7 @@ SPECDEC_TARGET_AVX2 inline void axpy_avx2(float* y, float alpha, const float* x,
     for (; p + 8 <= k; p += 8) _mm256_storeu_ps(y + p, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + p), _mm256_loadu_ps(y + p)));
     for (; p < k; ++p) y[p] += alpha * x[p];
 }
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif
 
 }  // namespace detail

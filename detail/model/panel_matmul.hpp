@@ -123,11 +123,7 @@ namespace detail {
 enum class PackX { kCopy, kRound, kPairs };
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics (see matmul.hpp)
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 /// The two k steps of 16 rows in one 512-bit load of bf16 pairs, as float32.
 SPECDEC_TARGET_AVX512 inline void widen_pair(__m512i v, __m512& even, __m512& odd) {
@@ -279,7 +275,7 @@ SPECDEC_TARGET_AVX512 inline void pack_x_blocks(float* dst, const float* x, int 
     }
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif  // __x86_64__
 
 /// A tile of x, rows [0, mr) of k floats (k apart), packed k-major: dst[u * mr + r] is unit u of row

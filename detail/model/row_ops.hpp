@@ -47,11 +47,7 @@ inline void rope_table(std::vector<float>& cs, std::span<const int> positions, s
 }
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 inline __mmask16 tail_mask16(int left) { return static_cast<__mmask16>(left >= 16 ? 0xFFFFu : (1u << left) - 1u); }
 
@@ -89,7 +85,7 @@ SPECDEC_TARGET_AVX512 inline void rope_avx512(float* head, int head_dim, const f
     }
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif  // __x86_64__
 
 /// The fast models' row steps (fast = true: AVX-512 where it runs, results within a few ulp of the

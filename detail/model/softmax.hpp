@@ -11,11 +11,7 @@
 namespace specdec::detail {
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 // Cephes' expf constants, shared by exp16 and exp8: log2(e), ln 2 split in two (the high part exact
 // in few bits), and the polynomial P, highest power first, with exp(r) ≈ P(r)·r² + r + 1.
@@ -99,7 +95,7 @@ SPECDEC_TARGET_AVX512 inline void swiglu_avx512(float* h, const float* g, const 
     }
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif  // __x86_64__
 
 /// p[r] <- exp(scale * (p[r] - max p)) over [0, len), scale > 0; returns their sum. The max keeps

@@ -75,11 +75,7 @@ inline void prefetch_rows(const float* base, std::ptrdiff_t ld, int r_begin, int
 #endif
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics, as in matmul.hpp
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 /// Scores of RB key rows against 16 query lanes: s[j][lane] = k_j · q_lane over hd, where qt holds
 /// the queries transposed (hd rows, ldq apart) and k_j = k + j * ldk. Masked lanes get -inf.
@@ -279,7 +275,7 @@ SPECDEC_TARGET_AVX512 inline void rows_from_lanes(RowOf&& row, int rows, const f
     }
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif  // __x86_64__
 
 /// The attention itself, with its work space (reused across calls). Needs tree_attention_available().

@@ -82,11 +82,7 @@ constexpr int kGemmNr = 64;    // columns of C per tile: four vectors
 constexpr int kGemmKc = 256;   // k steps per block: a packed panel of B is 64 KiB, streamed from L2
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics (see matmul.hpp)
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 /// C tile (MR rows, up to 64 columns: `cols` masks the four vectors) = or += Σ_p A(r, p) · Bp[p].
 /// A(r, p) is a[r * lda + p] when A is row-major, a[p * lda + r] when it is stored transposed.
@@ -169,7 +165,7 @@ SPECDEC_TARGET_AVX512 inline void gemm_pack_b(float* dst, GemmOp op, const float
     }
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 
 /// The AVX-512 product. B is packed once, all panels of every k block, in parallel; then tasks of
 /// (row block) x (column block) of C are claimed from the pool, each going over the k blocks in

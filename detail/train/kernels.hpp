@@ -46,11 +46,7 @@ inline float* task_scratch(std::size_t count) {
 }
 
 #if defined(__x86_64__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // GCC 12's AVX-512 intrinsics (see matmul.hpp)
-#if !defined(__clang__)  // a GCC-only warning: clang would warn about the unknown group
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+SPECDEC_INTRINSICS_BEGIN
 
 // ---------------------------------------------------------------------------------------------------
 // RMSNorm
@@ -554,7 +550,7 @@ SPECDEC_TARGET_AVX512 void attention_backward_task(float* dq, float* dk, float* 
     for (; j0 < g.Tk; ++j0) attention_key_block<NV, 1>(dk, dv, dout, probs, q, ds, ends.data(), g, b, kvh, j0);
 }
 
-#pragma GCC diagnostic pop
+SPECDEC_INTRINSICS_END
 #endif  // __x86_64__
 
 /// Whether attention_forward/backward_avx512 serve this head size: up to 8 vectors, the last one masked.

@@ -8,41 +8,15 @@
 
 #include "catch.hpp"
 #include "helpers.hpp"
+#include "world.hpp"
 
 using namespace specdec;
 
 namespace {
 
-/// A target (context 128), two drafters of decreasing quality, a GLIDE drafter next to the target and
-/// Max-Gram's bigram table, all over one 64-token vocabulary.
-struct World {
-    Config cfg = test::tiny_config();
-    Weights w = random_weights(cfg, 11, 0.4f);
-    CpuModel target{cfg, w};
-    CpuModel mid{cfg, perturbed(cfg, w, 0.15f, 12)};
-    CpuModel small{cfg, perturbed(cfg, w, 0.35f, 13)};
-    GlideConfig glide_cfg = glide_config_for(Config{.hidden_size = 16,
-                                                    .intermediate_size = 24,
-                                                    .num_hidden_layers = 1,
-                                                    .num_attention_heads = 2,
-                                                    .num_key_value_heads = 1,
-                                                    .vocab_size = cfg.vocab_size,
-                                                    .max_position_embeddings = cfg.max_position_embeddings,
-                                                    .tie_word_embeddings = true},
-                                             cfg);
-    GlideModel<CpuModel> glide{glide_cfg, random_glide_weights(glide_cfg, 14, 0.4f), target};
-    Bigram bigram = Bigram::build(corpus(), cfg.vocab_size);
-
-    /// Text with repeats (Max-Gram finds matches) from the target's own greedy continuations.
-    std::vector<int> corpus() {
-        std::vector<int> text;
-        for (int start : {3, 17, 42}) {
-            const std::vector<int> p{start, 5};
-            const Generation g = autoregressive_generate(target, p, GenerateOptions{.max_new_tokens = 60});
-            text.insert(text.end(), g.tokens.begin(), g.tokens.end());
-        }
-        return text;
-    }
+/// The shared models (world.hpp), drawn from seeds 11..14.
+struct World : test::World {
+    World() : test::World(11) {}
 };
 
 // Each composition: its proposer (and the levels it is made of), its builder, and the acceptor that keeps

@@ -19,43 +19,18 @@
 
 #include "catch.hpp"
 #include "helpers.hpp"
+#include "world.hpp"
 
 using namespace specdec;
 
 namespace {
 
-/// The models every composition shares: a target (context 128), two drafters near it, a GLIDE drafter
-/// reading the target's cache, EDD's one-layer drafter on its states, Max-Gram's table; and a second
-/// copy of the target that only prefills, the reference for the cache.
-struct World {
-    Config cfg = test::tiny_config();
-    Weights w = random_weights(cfg, 21, 0.4f);
-    CpuModel target{cfg, w};
+/// The shared models (world.hpp, seeds 21..24), EDD's one-layer drafter on the target's states, and a
+/// second copy of the target that only prefills: the reference for the cache.
+struct World : test::World {
+    World() : test::World(21) {}
     CpuModel reference{cfg, w};
-    CpuModel mid{cfg, perturbed(cfg, w, 0.15f, 22)};
-    CpuModel small{cfg, perturbed(cfg, w, 0.35f, 23)};
-    GlideConfig glide_cfg = glide_config_for(Config{.hidden_size = 16,
-                                                    .intermediate_size = 24,
-                                                    .num_hidden_layers = 1,
-                                                    .num_attention_heads = 2,
-                                                    .num_key_value_heads = 1,
-                                                    .vocab_size = cfg.vocab_size,
-                                                    .max_position_embeddings = cfg.max_position_embeddings,
-                                                    .tie_word_embeddings = true},
-                                             cfg);
-    GlideModel<CpuModel> glide{glide_cfg, random_glide_weights(glide_cfg, 24, 0.4f), target};
     CpuModel edd_drafter{edd_drafter_config(cfg), train::edd_initial_weights(edd_drafter_config(cfg), w, 25, 0.4f)};
-    Bigram bigram = Bigram::build(corpus(), cfg.vocab_size);
-
-    std::vector<int> corpus() {
-        std::vector<int> text;
-        for (int start : {3, 17, 42}) {
-            const std::vector<int> p{start, 5};
-            const Generation g = autoregressive_generate(target, p, GenerateOptions{.max_new_tokens = 60});
-            text.insert(text.end(), g.tokens.begin(), g.tokens.end());
-        }
-        return text;
-    }
 };
 
 using Rng = std::mt19937_64;
