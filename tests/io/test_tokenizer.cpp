@@ -325,7 +325,7 @@ TEST_CASE("broken tokenizer.json files give errors naming the file and field", "
     CHECK_THROWS_WITH(load(tiny_with("\"<|endoftext|>\": 0", "\"<eos>\": 0")),
                       Contains("model.vocab: id 0 is '<eos>' but added_tokens gives it '<|endoftext|>'"));
     CHECK_THROWS_WITH(load(tiny_with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}")),
-                      Contains("normalizer is {\"type\":\"NFC\"}; only null is supported"));
+                      Contains("normalizer is {\"type\":\"NFC\"}; only null, Prepend"));
     CHECK_THROWS_WITH(load(tiny_with("\"add_prefix_space\": false", "\"add_prefix_space\": true")),
                       Contains("pre_tokenizer.add_prefix_space is true; only false is supported"));
     CHECK_THROWS_WITH(load(tiny_with("\"lstrip\": false", "\"lstrip\": true")),
