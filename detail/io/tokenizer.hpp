@@ -1,4 +1,4 @@
-// specdec/detail/io/tokenizer.hpp — byte-level BPE (GPT-2 style), reading and writing HuggingFace tokenizer.json.
+// specdec/detail/io/tokenizer.hpp — byte-level and SentencePiece-style BPE, reading and writing HuggingFace tokenizer.json.
 // SPDX-License-Identifier: MIT
 #pragma once
 
@@ -31,10 +31,16 @@
 //   1. added (special) tokens are cut out of the text first, matched literally, leftmost-longest;
 //   2. the rest is split into pre-tokens by the GPT-2 pattern
 //        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      or by Llama-3's (for_each_pretoken_llama3), as the file's Split says;
 //   3. each pre-token starts as its bytes (the base vocab holds all 256) and merges are applied
 //      lowest rank first, leftmost first among equal ranks (HF's order).
 // Tokens are byte strings inside the library; only tokenizer.json spells them in the GPT-2
 // bytes_to_unicode alphabet ("Ġthe" for " the").
+//
+// SentencePiece-style BPE (Kudo & Richardson 2018, as HF converts Llama-2's tokenizer.model) shares
+// steps 1 and 3, but spaces become "▁" with one "▁" prepended, there is no pre-tokenizer, symbols
+// start as characters, and a character outside the vocab falls back to its bytes as <0xNN> tokens.
+// docs/formats.md lists what each kind reads and what is exact.
 
 namespace specdec::detail {
 
@@ -520,8 +526,9 @@ public:
     static Tokenizer train(std::string_view corpus, int vocab_size,
                            std::vector<std::string> special_tokens = {"<|endoftext|>"});
 
-    /// Reads a HuggingFace tokenizer.json; unsupported settings (normalizers, other pre-tokenizers,
-    /// subword prefixes, ...) are refused with the field named rather than silently ignored.
+    /// Reads a HuggingFace tokenizer.json of either kind; unsupported settings (other normalizers and
+    /// pre-tokenizers, Split patterns other than GPT-2's and Llama-3's, subword prefixes, ...) are
+    /// refused with the field named rather than silently ignored.
     static Tokenizer load(const std::filesystem::path& path);
     static Tokenizer from_json(std::string_view text, std::string_view origin = "tokenizer.json");
     /// Writes tokenizer.json in the HF schema (written to "<path>.tmp", then renamed).
