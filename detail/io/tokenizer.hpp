@@ -575,7 +575,7 @@ private:
     void add_merge(int left, int right, int merged);
     void encode_pretoken(std::string_view piece, std::vector<int>& out) const;
     void encode_sentencepiece_word(std::string_view word, std::vector<int>& out) const;
-    void merge_symbols(std::vector<int>& symbols, std::vector<int>& out) const;
+    void merge_symbols(const std::vector<int>& symbols, std::vector<int>& out) const;
     void read_sentencepiece_config(const json::Value& root);
     void read_post_processor(const json::Value& root);
 
@@ -633,8 +633,10 @@ SPECDEC_INLINE void Tokenizer::add_merge(int left, int right, int merged) {
 SPECDEC_INLINE std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
     for (const AddedToken& a : added_tokens_)
         if (a.content == token) return a.id;
-    if (auto it = regular_ids_.find(std::string(token)); it != regular_ids_.end()) return it->second;
-    if (kind_ == TokenizerKind::kByteLevel) return std::nullopt;
+    if (kind_ == TokenizerKind::kByteLevel) {
+        auto it = regular_ids_.find(std::string(token));
+        return it == regular_ids_.end() ? std::nullopt : std::optional<int>(it->second);
+    }
     std::string spelled;  // SentencePiece-style vocab keys spell spaces as "▁"
     for (char c : token) {
         if (c == ' ') spelled += "\xE2\x96\x81";
@@ -643,6 +645,8 @@ SPECDEC_INLINE std::optional<int> Tokenizer::token_to_id(std::string_view token)
     if (auto it = regular_ids_.find(spelled); it != regular_ids_.end()) return it->second;
     if (token.size() == 1 && byte_ids_[static_cast<unsigned char>(token[0])] >= 0)
         return byte_ids_[static_cast<unsigned char>(token[0])];
+    // A key with a literal space (no real file has one; ids must still round-trip).
+    if (auto it = regular_ids_.find(std::string(token)); it != regular_ids_.end()) return it->second;
     return std::nullopt;
 }
 
@@ -722,7 +726,7 @@ SPECDEC_INLINE void Tokenizer::encode_sentencepiece_word(std::string_view word, 
     merge_symbols(symbols, out);
 }
 
-SPECDEC_INLINE void Tokenizer::merge_symbols(std::vector<int>& ids, std::vector<int>& out) const {
+SPECDEC_INLINE void Tokenizer::merge_symbols(const std::vector<int>& ids, std::vector<int>& out) const {
     // Symbols form a linked list; a min-heap of candidate merges ordered by (rank, position)
     // gives HF's merge order in O(n log n) even for a hostile 1 MB run of letters.
     struct Symbol {
