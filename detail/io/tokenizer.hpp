@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -598,6 +599,7 @@ private:
     bool prepend_first_ = false;     // Metaspace "first": only before a stretch at the start of the text
     bool prepend_unless_space_ = false;  // Metaspace: not when the stretch already starts with "▁"
     bool split_on_space_ = false;    // Metaspace split: each "▁" starts a new word
+    bool words_end_before_marker_ = false;  // "▁" is a token and no merge joins "..x" + "▁..": cutting there is exact
     bool byte_fallback_ = false;
     bool fuse_unk_ = false;
     int unk_id_ = -1;
@@ -786,10 +788,12 @@ SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
             return;
         }
         const std::size_t begin = out.size();
-        encode_pretoken(piece, out);
+        if (kind_ == TokenizerKind::kByteLevel) encode_pretoken(piece, out);
+        else encode_sentencepiece_word(piece, out);
         cache.emplace(piece, std::pair{begin, out.size()});
     };
     static constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 "▁"
+    std::deque<std::string> normalized_stretches;  // the cache's keys view into them
     auto encode_plain = [&](std::string_view segment) {
         if (kind_ == TokenizerKind::kByteLevel) {
             detail::for_each_pretoken(segment, pattern_, encode_cached);
@@ -799,7 +803,7 @@ SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
         // every stretch between added tokens; Metaspace: unless it starts with "▁", and with
         // prepend_scheme "first" only at the start of the text), then BPE over the whole stretch
         // (or over each "▁"-led word when Metaspace splits).
-        std::string normalized;
+        std::string& normalized = normalized_stretches.emplace_back();
         normalized.reserve(segment.size() + 8);
         for (char c : segment) {
             if (c == ' ') normalized += kSpaceMarker;
@@ -809,15 +813,22 @@ SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
         const bool prepend = (prepend_always_ || (prepend_first_ && at_start)) &&
                              !(prepend_unless_space_ && normalized.starts_with(kSpaceMarker));
         if (prepend) normalized.insert(0, kSpaceMarker);
-        if (!split_on_space_) {
+        if (!split_on_space_ && !words_end_before_marker_) {
             encode_sentencepiece_word(normalized, out);
             return;
         }
+        // Metaspace's split cuts before every "▁"; without it, a file whose merges never join a
+        // symbol ending in another character to one starting with "▁" gives the same ids when cut
+        // before each "▁" that follows another character, and the cut words repeat (the cache).
+        const std::string_view all(normalized);
         std::size_t begin = 0;
-        while (begin < normalized.size()) {
-            std::size_t end = normalized.find(kSpaceMarker, begin + 1);
-            if (end == std::string::npos) end = normalized.size();
-            encode_sentencepiece_word(std::string_view(normalized).substr(begin, end - begin), out);
+        while (begin < all.size()) {
+            std::size_t end = all.find(kSpaceMarker, begin + 1);
+            if (!split_on_space_)
+                while (end != std::string_view::npos && end >= begin + 3 && all.substr(end - 3, 3) == kSpaceMarker)
+                    end = all.find(kSpaceMarker, end + 3);
+            if (end == std::string_view::npos) end = all.size();
+            encode_cached(all.substr(begin, end - begin));
             begin = end;
         }
     };
@@ -1513,6 +1524,14 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
         if (t.merge_rules_.contains(detail::pair_key(ids[0], ids[1])))
             t.fail(field + ": merge '" + parts[0] + "' + '" + parts[1] + "' appears twice");
         t.add_merge(ids[0], ids[1], static_cast<int>(merged_id->as_int()));
+    }
+    if (t.kind_ == TokenizerKind::kSentencePiece && !t.ignore_merges_ && t.regular_ids_.contains("\xE2\x96\x81")) {
+        static constexpr std::string_view kMarker = "\xE2\x96\x81";
+        t.words_end_before_marker_ = std::none_of(t.merges_.begin(), t.merges_.end(), [&](const std::pair<int, int>& m) {
+            const std::string& left = t.spellings_[static_cast<std::size_t>(m.first)];
+            const std::string& right = t.spellings_[static_cast<std::size_t>(m.second)];
+            return right.starts_with(kMarker) && !left.ends_with(kMarker);
+        });
     }
     t.read_post_processor(root);
     return t;

@@ -433,3 +433,19 @@ TEST_CASE("broken SentencePiece-style and Llama-3-style files give errors naming
                   R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Removed", "invert": false}, {"type": "ByteLevel", "use_regex": false}]})");
     CHECK_THROWS_WITH(load(split), Contains("pre_tokenizer.pretokenizers[0].behavior is \"Removed\"; only \"Isolated\" is supported"));
 }
+
+TEST_CASE("a merge across a \"▁\" keeps the stretch whole: words are cut only where no merge reaches", "[tokenizer]") {
+    // "a" + "▁b" joins a character to a following "▁": "a b" must become the one token "a▁b".
+    const std::string text = R"({"added_tokens": [{"id": 0, "content": "<unk>", "special": true}], "normalizer": null,
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": false},
+      "post_processor": null, "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never"},
+      "model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"<unk>": 0, "▁": 1, "a": 2, "b": 3, "▁b": 4, "a▁b": 5},
+        "merges": ["▁ b", "a ▁b"]}})";
+    const Tokenizer crossing = Tokenizer::from_json(text, "crossing.json");
+    CHECK(crossing.encode("a b") == std::vector<int>{5});
+    CHECK(crossing.encode("a b a b") == std::vector<int>{5, 1, 5});
+    std::string no_cross = text;
+    no_cross.replace(no_cross.find(", \"a ▁b\""), std::string(", \"a ▁b\"").size(), "");
+    const Tokenizer cut = Tokenizer::from_json(no_cross, "cut.json");
+    CHECK(cut.encode("a b a b") == std::vector<int>{2, 4, 1, 2, 4});  // "a", "▁b", "▁" ... cut before each "▁"
+}
