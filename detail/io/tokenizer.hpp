@@ -1133,7 +1133,10 @@ SPECDEC_INLINE void Tokenizer::read_sentencepiece_config(const json::Value& root
         if (type == "Replace" && pattern_string(d) == kMarker && string_field(d, "content") == " ") return;
         if (type == "ByteFallback" || type == "Fuse") return;
         if (type == "Metaspace" && string_field(d, "replacement") == kMarker) {
-            strip_leading_spaces_ = 1;
+            // It drops the space it would have prepended: none when its scheme is "never".
+            const json::Value* apply = d.find("add_prefix_space");
+            const bool never = string_field(d, "prepend_scheme") == "never" || (apply && apply->is_bool() && !apply->as_bool());
+            strip_leading_spaces_ = never ? 0 : 1;
             return;
         }
         if (type == "Strip" && string_field(d, "content") == " ") {

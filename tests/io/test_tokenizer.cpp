@@ -444,6 +444,7 @@ TEST_CASE("a merge across a \"▁\" keeps the stretch whole: words are cut only 
     const Tokenizer crossing = Tokenizer::from_json(text, "crossing.json");
     CHECK(crossing.encode("a b") == std::vector<int>{5});
     CHECK(crossing.encode("a b a b") == std::vector<int>{5, 1, 5});
+    CHECK(crossing.decode(std::vector<int>{1, 5}) == " a b");  // the "never" decoder strips nothing
     std::string no_cross = text;
     no_cross.replace(no_cross.find(", \"a ▁b\""), std::string(", \"a ▁b\"").size(), "");
     const Tokenizer cut = Tokenizer::from_json(no_cross, "cut.json");
