@@ -152,7 +152,7 @@ const tokenizers = [
   { name: "llama3_tiny", file: "llama3_tiny.tokenizer.json", json: byteLevelTiny(), config: { tokenizer_class: "PreTrainedTokenizerFast", bos_token: "<|begin_of_text|>", eos_token: "<|end_of_text|>" } },
 ];
 
-fs.writeFileSync(path.join(out, "mistral.tokenizer.json"), JSON.stringify(mistralJson, null, 2) + "\n");
+fs.copyFileSync(path.join(pkg("tokenizer-llama2"), "tokenizer.json"), path.join(out, "mistral.tokenizer.json"));  // as shipped
 fs.writeFileSync(path.join(out, "sp_tiny.tokenizer.json"), JSON.stringify(spTinyJson, null, 1) + "\n");
 fs.writeFileSync(path.join(out, "llama3_tiny.tokenizer.json"), JSON.stringify(tokenizers.at(-1).json, null, 1) + "\n");
 fs.copyFileSync(path.join(pkg("tokenizer-llama3"), "tokenizer.json"), path.join(out, "cache", "llama3.tokenizer.json"));
