@@ -117,6 +117,9 @@ TEST_CASE("Mistral-7B's tokenizer.json encodes and decodes like HF tokenizers", 
     CHECK(tok.bos_id() == 1);
     CHECK(tok.eos_id() == 2);
     check_golden("mistral", tok);
+    SECTION("what to_json writes reads back to the same ids") {
+        check_golden("mistral", Tokenizer::from_json(tok.to_json(), "to_json"));
+    }
 }
 
 TEST_CASE("the Metaspace spelling of a SentencePiece tokenizer encodes like HF tokenizers", "[tokenizer][golden]") {
@@ -198,6 +201,9 @@ TEST_CASE("Llama-3's tokenizer.json encodes and decodes like HF tokenizers", "[t
     CHECK(tok.kind() == TokenizerKind::kByteLevel);
     CHECK(tok.token_to_id("<|begin_of_text|>") == 128000);
     check_golden("llama3", tok);
+    SECTION("what to_json writes reads back to the same ids") {
+        check_golden("llama3", Tokenizer::from_json(tok.to_json(), "to_json"));
+    }
 }
 
 TEST_CASE("Mistral's tokenizer encodes 6 MB of text in seconds and decodes it back", "[tokenizer][.slow]") {
