@@ -1,11 +1,13 @@
-// specdec/detail/io/tokenizer.hpp — byte-level BPE (GPT-2 style), reading and writing HuggingFace tokenizer.json.
+// specdec/detail/io/tokenizer.hpp — byte-level and SentencePiece-style BPE, reading and writing HuggingFace tokenizer.json.
 // SPDX-License-Identifier: MIT
 #pragma once
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <limits>
 #include <optional>
@@ -30,10 +32,23 @@
 //   1. added (special) tokens are cut out of the text first, matched literally, leftmost-longest;
 //   2. the rest is split into pre-tokens by the GPT-2 pattern
 //        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      or by Llama-3's (for_each_pretoken_llama3), as the file's Split says;
 //   3. each pre-token starts as its bytes (the base vocab holds all 256) and merges are applied
 //      lowest rank first, leftmost first among equal ranks (HF's order).
 // Tokens are byte strings inside the library; only tokenizer.json spells them in the GPT-2
 // bytes_to_unicode alphabet ("Ġthe" for " the").
+//
+// SentencePiece-style BPE (Kudo & Richardson 2018, as HF converts Llama-2's tokenizer.model) shares
+// steps 1 and 3, but spaces become "▁" with one "▁" prepended, there is no pre-tokenizer, symbols
+// start as characters, and a character outside the vocab falls back to its bytes as <0xNN> tokens.
+// docs/formats.md lists what each kind reads and what is exact.
+
+namespace specdec::detail {
+
+/// The byte-level pre-tokenizer patterns a tokenizer.json may name (its Split pattern decides).
+enum class SplitPattern { kGpt2, kLlama3 };
+
+}  // namespace specdec::detail
 
 #if SPECDEC_BODIES  // the helpers of the bodies below
 
@@ -302,6 +317,135 @@ inline std::vector<std::string_view> pretokenize(std::string_view text) {
     return out;
 }
 
+/// Calls emit(std::string_view) for each Llama-3 pre-token of `text`; hand-written equivalent of
+///   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+/// with the alternatives tried in that order at each position (leftmost-first, as HF's regex does).
+template <class Emit>
+void for_each_pretoken_llama3(std::string_view text, Emit&& emit) {
+    const std::size_t n = text.size();
+    auto is_newline = [&](std::size_t pos) { return pos < n && (text[pos] == '\r' || text[pos] == '\n'); };
+    auto class_at = [&](std::size_t pos) { return pos < n ? classify_at(text, pos).cls : CharClass::kSpace; };
+    auto run_end = [&](std::size_t pos, CharClass cls, std::size_t max_chars) {
+        for (std::size_t k = 0; pos < n && k < max_chars; ++k) {
+            const ClassifiedChar c = classify_at(text, pos);
+            if (c.cls != cls) break;
+            pos += c.length;
+        }
+        return pos;
+    };
+    // Length of a case-insensitive ASCII letter at `pos` equal to `lower`; U+017F (long s) folds to 's'.
+    auto letter_len = [&](std::size_t pos, char lower) -> std::size_t {
+        if (pos >= n) return 0;
+        if ((text[pos] | 0x20) == lower && std::isalpha(static_cast<unsigned char>(text[pos]))) return 1;
+        if (lower == 's' && text.substr(pos, 2) == "\xC5\xBF") return 2;
+        return 0;
+    };
+    std::size_t i = 0;
+    auto take = [&](std::size_t end) {
+        emit(text.substr(i, end - i));
+        i = end;
+    };
+    while (i < n) {
+        // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+        if (text[i] == '\'') {
+            std::size_t len = 0;
+            for (char c : {'s', 't', 'm', 'd'})
+                if (!len) len = letter_len(i + 1, c);
+            if (len) len += 1;
+            for (const char* two : {"re", "ve", "ll"}) {
+                if (len) break;
+                if (const std::size_t a = letter_len(i + 1, two[0]))
+                    if (const std::size_t b = letter_len(i + 1 + a, two[1])) len = 1 + a + b;
+            }
+            if (len) {
+                take(i + len);
+                continue;
+            }
+        }
+        const ClassifiedChar first = classify_at(text, i);
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        if (first.cls == CharClass::kLetter) {
+            take(run_end(i, CharClass::kLetter, n));
+            continue;
+        }
+        if (first.cls != CharClass::kNumber && !is_newline(i) && class_at(i + first.length) == CharClass::kLetter) {
+            take(run_end(i + first.length, CharClass::kLetter, n));
+            continue;
+        }
+        // \p{N}{1,3}
+        if (first.cls == CharClass::kNumber) {
+            take(run_end(i, CharClass::kNumber, 3));
+            continue;
+        }
+        //  ?[^\s\p{L}\p{N}]+[\r\n]*
+        const std::size_t start = text[i] == ' ' && class_at(i + 1) == CharClass::kOther ? i + 1 : i;
+        if (class_at(start) == CharClass::kOther) {
+            std::size_t end = run_end(start, CharClass::kOther, n);
+            while (is_newline(end)) ++end;
+            take(end);
+            continue;
+        }
+        // A whitespace run: \s*[\r\n]+ ends after its last newline; \s+(?!\S) leaves out the last
+        // character when a non-space follows (and the run has more than one); \s+ takes it all.
+        std::size_t end = i;
+        std::size_t last_start = i;
+        std::size_t after_newline = 0;
+        while (end < n) {
+            const ClassifiedChar c = classify_at(text, end);
+            if (c.cls != CharClass::kSpace) break;
+            last_start = end;
+            end += c.length;
+            if (is_newline(last_start)) after_newline = end;
+        }
+        if (after_newline) end = after_newline;
+        else if (end < n && last_start > i) end = last_start;
+        take(end);
+    }
+}
+
+/// Dispatches to the GPT-2 or the Llama-3 pre-tokenizer.
+template <class Emit>
+void for_each_pretoken(std::string_view text, SplitPattern pattern, Emit&& emit) {
+    if (pattern == SplitPattern::kLlama3) for_each_pretoken_llama3(text, emit);
+    else for_each_pretoken(text, emit);
+}
+
+/// The two Split patterns specdec hand-codes, as tokenizer.json spells them.
+inline constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+/// The byte of a SentencePiece byte-fallback token "<0xNN>", or -1 for any other token.
+inline int byte_fallback_value(std::string_view token) {
+    if (token.size() != 6 || !token.starts_with("<0x") || token[5] != '>') return -1;
+    auto hex = [](char c) {
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        return -1;
+    };
+    const int hi = hex(token[3]);
+    const int lo = hex(token[4]);
+    return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+/// A SentencePiece-style vocab key as the raw bytes it decodes to: "<0xNN>" is the byte,
+/// otherwise "▁" is a space (the decoder's Replace and ByteFallback steps).
+inline std::string sentencepiece_decode(std::string_view token) {
+    if (const int b = byte_fallback_value(token); b >= 0) return std::string(1, static_cast<char>(b));
+    std::string out;
+    for (std::size_t i = 0; i < token.size();) {
+        if (token.substr(i, 3) == "\xE2\x96\x81") {
+            out += ' ';
+            i += 3;
+        } else {
+            out += token[i++];
+        }
+    }
+    return out;
+}
+
 /// Cuts `text` at literal occurrences of `literals` (leftmost, then longest): calls on_text(view)
 /// for each non-empty stretch between them and on_literal(index) for each occurrence. Each
 /// literal's next position is cached, so many occurrences cost O(n) per literal, not O(n^2).
@@ -351,9 +495,29 @@ namespace specdec {
 // ---------------------------------------------------------------------------------------------
 // Tokenizer
 
-/// A byte-level BPE tokenizer compatible with HuggingFace tokenizer.json (ByteLevel
-/// pre-tokenizer without prefix space, BPE model, added tokens). Tokens are raw byte strings:
-/// id_to_token(id) of "Ġthe" in the file is " the". Encoding is const and thread-safe.
+/// The two kinds of BPE that HF tokenizer.json files of Llama-family models use.
+enum class TokenizerKind {
+    kByteLevel,      // GPT-2 / Llama-3: text as bytes in the GPT-2 alphabet, split by a pre-tokenizer regex
+    kSentencePiece,  // Llama-2 / Mistral / TinyLlama: "▁" for spaces, characters, <0xNN> byte fallback
+};
+
+/// A BPE tokenizer compatible with HuggingFace tokenizer.json, of either kind:
+///  - byte-level (GPT-2's ByteLevel pre-tokenizer, or a Split with the GPT-2 or the Llama-3 pattern
+///    followed by ByteLevel), `ignore_merges` honoured;
+///  - SentencePiece-style (normalizer Prepend("▁") + Replace(" " -> "▁"), or a Metaspace
+///    pre-tokenizer), characters as symbols, byte fallback to <0xNN>, unk, and the decoder
+///    Replace/ByteFallback/Fuse/Strip (or Metaspace).
+/// Added tokens are cut out first and never split. Tokens are raw byte strings: id_to_token(id) of
+/// "Ġthe" or "▁the" in the file is " the", of "<0x0A>" is "\n". Encoding is const and thread-safe.
+///
+///     encode(text)              the text's ids only (what HF gives with add_special_tokens=False)
+///     encode_with_special(text) with the post_processor's template around them: <s> for Llama-2 and
+///                               Mistral, <|begin_of_text|> where a Llama-3 file's template says so
+///     bos_id()                  the template's first special token, if any
+///     decode(ids)               the decoder's text: raw bytes (not necessarily UTF-8 where ids split
+///                               a character; HF would print U+FFFD there); a SentencePiece-style
+///                               decoder drops one leading space of the whole text, so to stream,
+///                               concatenate id_to_token(id) instead
 class Tokenizer {
 public:
     /// Trains merges on `corpus` until the vocab has `vocab_size` tokens or no adjacent pair is
@@ -363,8 +527,9 @@ public:
     static Tokenizer train(std::string_view corpus, int vocab_size,
                            std::vector<std::string> special_tokens = {"<|endoftext|>"});
 
-    /// Reads a HuggingFace tokenizer.json; unsupported settings (normalizers, other pre-tokenizers,
-    /// subword prefixes, ...) are refused with the field named rather than silently ignored.
+    /// Reads a HuggingFace tokenizer.json of either kind; unsupported settings (other normalizers and
+    /// pre-tokenizers, Split patterns other than GPT-2's and Llama-3's, subword prefixes, ...) are
+    /// refused with the field named rather than silently ignored.
     static Tokenizer load(const std::filesystem::path& path);
     static Tokenizer from_json(std::string_view text, std::string_view origin = "tokenizer.json");
     /// Writes tokenizer.json in the HF schema (written to "<path>.tmp", then renamed).
@@ -372,8 +537,14 @@ public:
     std::string to_json() const;
 
     std::vector<int> encode(std::string_view text) const;
-    /// The concatenated bytes of the tokens; not necessarily valid UTF-8 when ids split a character.
+    /// encode(text) inside the post_processor's template (TemplateProcessing's `single`).
+    std::vector<int> encode_with_special(std::string_view text) const;
+    /// The concatenated bytes of the tokens, less the leading space a SentencePiece decoder strips.
     std::string decode(std::span<const int> ids) const;
+
+    TokenizerKind kind() const { return kind_; }
+    /// The first id the template puts before the text (<s>, <|begin_of_text|>); nullopt if none.
+    std::optional<int> bos_id() const;
 
     int vocab_size() const { return static_cast<int>(tokens_.size()); }
     int n_merges() const { return static_cast<int>(merges_.size()); }
@@ -382,7 +553,8 @@ public:
     /// Raw bytes of a token (the content of an added token).
     const std::string& id_to_token(int id) const;
     bool is_special(int id) const;
-    /// "<|endoftext|>" if present, else the first special token; throws when there is none.
+    /// "<|endoftext|>", "</s>" or "<|end_of_text|>" if present, else the first special token;
+    /// throws when there is none.
     int eos_id() const;
 
 private:
@@ -403,6 +575,10 @@ private:
     int add_regular_token(std::string bytes);
     void add_merge(int left, int right, int merged);
     void encode_pretoken(std::string_view piece, std::vector<int>& out) const;
+    void encode_sentencepiece_word(std::string_view word, std::vector<int>& out) const;
+    void merge_symbols(const std::vector<int>& symbols, std::vector<int>& out) const;
+    void read_sentencepiece_config(const json::Value& root);
+    void read_post_processor(const json::Value& root);
 
     std::string origin_ = "tokenizer";
     std::vector<std::string> tokens_;                      // (V) raw bytes, or added-token content
@@ -413,6 +589,25 @@ private:
     std::vector<std::pair<int, int>> merges_;              // (M) by rank
     std::unordered_map<std::uint64_t, MergeRule> merge_rules_;  // pair_key(left, right) -> rule
     bool ignore_merges_ = false;                           // HF option: whole pre-token in vocab wins
+    TokenizerKind kind_ = TokenizerKind::kByteLevel;
+    detail::SplitPattern pattern_ = detail::SplitPattern::kGpt2;  // byte-level only
+    std::vector<int> template_prefix_;                     // ids the post_processor puts before the text
+    std::vector<int> template_suffix_;                     // ... and after it
+    // SentencePiece-style only. regular_ids_ is keyed by the file's spelling ("▁the") and byte_ids_
+    // holds the <0xNN> tokens.
+    bool prepend_always_ = false;    // Prepend normalizer / Metaspace "always": "▁" before each stretch
+    bool prepend_first_ = false;     // Metaspace "first": only before a stretch at the start of the text
+    bool prepend_unless_space_ = false;  // Metaspace: not when the stretch already starts with "▁"
+    bool split_on_space_ = false;    // Metaspace split: each "▁" starts a new word
+    bool words_end_before_marker_ = false;  // "▁" is a token and no merge joins "..x" + "▁..": cutting there is exact
+    bool byte_fallback_ = false;
+    bool fuse_unk_ = false;
+    int unk_id_ = -1;
+    int strip_leading_spaces_ = 0;   // the decoder's Strip(" ", start)
+    std::vector<std::string> spellings_;  // (V) vocab keys, for to_json
+    // The file's own settings, written back by to_json (null for GPT-2 byte-level ones).
+    json::Value normalizer_json_, pre_tokenizer_json_, post_processor_json_, decoder_json_;
+    json::Value unk_token_json_;
 };
 
 #if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
@@ -440,9 +635,21 @@ SPECDEC_INLINE void Tokenizer::add_merge(int left, int right, int merged) {
 SPECDEC_INLINE std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
     for (const AddedToken& a : added_tokens_)
         if (a.content == token) return a.id;
-    auto it = regular_ids_.find(std::string(token));
-    if (it == regular_ids_.end()) return std::nullopt;
-    return it->second;
+    if (kind_ == TokenizerKind::kByteLevel) {
+        auto it = regular_ids_.find(std::string(token));
+        return it == regular_ids_.end() ? std::nullopt : std::optional<int>(it->second);
+    }
+    std::string spelled;  // SentencePiece-style vocab keys spell spaces as "▁"
+    for (char c : token) {
+        if (c == ' ') spelled += "\xE2\x96\x81";
+        else spelled += c;
+    }
+    if (auto it = regular_ids_.find(spelled); it != regular_ids_.end()) return it->second;
+    if (token.size() == 1 && byte_ids_[static_cast<unsigned char>(token[0])] >= 0)
+        return byte_ids_[static_cast<unsigned char>(token[0])];
+    // A key with a literal space (no real file has one; ids must still round-trip).
+    if (auto it = regular_ids_.find(std::string(token)); it != regular_ids_.end()) return it->second;
+    return std::nullopt;
 }
 
 SPECDEC_INLINE const std::string& Tokenizer::id_to_token(int id) const {
@@ -458,8 +665,9 @@ SPECDEC_INLINE bool Tokenizer::is_special(int id) const {
 }
 
 SPECDEC_INLINE int Tokenizer::eos_id() const {
-    for (const AddedToken& a : added_tokens_)
-        if (a.content == "<|endoftext|>") return a.id;
+    for (std::string_view name : {"<|endoftext|>", "</s>", "<|end_of_text|>"})
+        for (const AddedToken& a : added_tokens_)
+            if (a.content == name) return a.id;
     for (const AddedToken& a : added_tokens_)
         if (a.special) return a.id;
     fail("eos_id: the tokenizer has no special tokens");
@@ -476,6 +684,51 @@ SPECDEC_INLINE void Tokenizer::encode_pretoken(std::string_view piece, std::vect
             return;
         }
     }
+    std::vector<int> symbols(piece.size());
+    for (std::size_t i = 0; i < piece.size(); ++i) {
+        const int id = byte_ids_[static_cast<unsigned char>(piece[i])];
+        if (id < 0)
+            fail("encode: byte " + detail::hex_byte(static_cast<unsigned char>(piece[i])) +
+                 " has no token in the vocab (a byte-level vocab needs all 256)");
+        symbols[i] = id;
+    }
+    merge_symbols(symbols, out);
+}
+
+/// One SentencePiece-style word (already "▁"-spelled): each character is a symbol when the vocab
+/// has it, else its bytes as <0xNN> tokens (byte fallback), else unk (consecutive unks fused when
+/// the file says fuse_unk); then the merges, as HF's BPE model does.
+SPECDEC_INLINE void Tokenizer::encode_sentencepiece_word(std::string_view word, std::vector<int>& out) const {
+    if (word.empty()) return;
+    if (ignore_merges_)
+        if (auto it = regular_ids_.find(std::string(word)); it != regular_ids_.end()) {
+            out.push_back(it->second);
+            return;
+        }
+    std::vector<int> symbols;
+    symbols.reserve(word.size());
+    bool last_unk = false;
+    for (std::size_t i = 0; i < word.size();) {
+        const detail::Utf8Char u = detail::decode_utf8(word, i);
+        const std::size_t len = u.length == 0 ? 1 : u.length;  // an invalid byte is a character of its own
+        const std::string ch(word.substr(i, len));
+        i += len;
+        if (auto it = regular_ids_.find(ch); it != regular_ids_.end()) {
+            symbols.push_back(it->second);
+            last_unk = false;
+        } else if (byte_fallback_) {
+            for (char c : ch) symbols.push_back(byte_ids_[static_cast<unsigned char>(c)]);
+            last_unk = false;
+        } else {
+            if (unk_id_ < 0) fail("encode: character '" + ch + "' is not in the vocab and the file has no unk_token");
+            if (!(fuse_unk_ && last_unk)) symbols.push_back(unk_id_);
+            last_unk = true;
+        }
+    }
+    merge_symbols(symbols, out);
+}
+
+SPECDEC_INLINE void Tokenizer::merge_symbols(const std::vector<int>& ids, std::vector<int>& out) const {
     // Symbols form a linked list; a min-heap of candidate merges ordered by (rank, position)
     // gives HF's merge order in O(n log n) even for a hostile 1 MB run of letters.
     struct Symbol {
@@ -491,14 +744,10 @@ SPECDEC_INLINE void Tokenizer::encode_pretoken(std::string_view piece, std::vect
         int right_id;
         bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
     };
-    std::vector<Symbol> symbols(piece.size());
-    for (std::size_t i = 0; i < piece.size(); ++i) {
-        const int id = byte_ids_[static_cast<unsigned char>(piece[i])];
-        if (id < 0)
-            fail("encode: byte " + detail::hex_byte(static_cast<unsigned char>(piece[i])) +
-                 " has no token in the vocab (a byte-level vocab needs all 256)");
-        symbols[i] = {id, static_cast<int>(i) - 1, i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1};
-    }
+    if (ids.empty()) return;
+    std::vector<Symbol> symbols(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        symbols[i] = {ids[i], static_cast<int>(i) - 1, i + 1 < ids.size() ? static_cast<int>(i) + 1 : -1};
     std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
     auto consider = [&](int left) {
         if (left < 0) return;
@@ -532,17 +781,56 @@ SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
     // Pre-tokens repeat a lot in running text; cache them for this call only (keeps encode const
     // and thread-safe). Keys view into `text`.
     std::unordered_map<std::string_view, std::pair<std::size_t, std::size_t>> cache;  // piece -> [begin, end) in out
+    auto encode_cached = [&](std::string_view piece) {
+        if (auto it = cache.find(piece); it != cache.end()) {
+            const auto [begin, end] = it->second;
+            for (std::size_t k = begin; k < end; ++k) out.push_back(out[k]);
+            return;
+        }
+        const std::size_t begin = out.size();
+        if (kind_ == TokenizerKind::kByteLevel) encode_pretoken(piece, out);
+        else encode_sentencepiece_word(piece, out);
+        cache.emplace(piece, std::pair{begin, out.size()});
+    };
+    static constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581 "▁"
+    std::deque<std::string> normalized_stretches;  // the cache's keys view into them
     auto encode_plain = [&](std::string_view segment) {
-        detail::for_each_pretoken(segment, [&](std::string_view piece) {
-            if (auto it = cache.find(piece); it != cache.end()) {
-                const auto [begin, end] = it->second;
-                for (std::size_t k = begin; k < end; ++k) out.push_back(out[k]);
-                return;
-            }
-            const std::size_t begin = out.size();
-            encode_pretoken(piece, out);
-            cache.emplace(piece, std::pair{begin, out.size()});
-        });
+        if (kind_ == TokenizerKind::kByteLevel) {
+            detail::for_each_pretoken(segment, pattern_, encode_cached);
+            return;
+        }
+        // SentencePiece-style: spaces become "▁", one "▁" is prepended (normalizer Prepend: before
+        // every stretch between added tokens; Metaspace: unless it starts with "▁", and with
+        // prepend_scheme "first" only at the start of the text), then BPE over the whole stretch
+        // (or over each "▁"-led word when Metaspace splits).
+        std::string& normalized = normalized_stretches.emplace_back();
+        normalized.reserve(segment.size() + 8);
+        for (char c : segment) {
+            if (c == ' ') normalized += kSpaceMarker;
+            else normalized += c;
+        }
+        const bool at_start = segment.data() == text.data();
+        const bool prepend = (prepend_always_ || (prepend_first_ && at_start)) &&
+                             !(prepend_unless_space_ && normalized.starts_with(kSpaceMarker));
+        if (prepend) normalized.insert(0, kSpaceMarker);
+        if (!split_on_space_ && !words_end_before_marker_) {
+            encode_sentencepiece_word(normalized, out);
+            return;
+        }
+        // Metaspace's split cuts before every "▁"; without it, a file whose merges never join a
+        // symbol ending in another character to one starting with "▁" gives the same ids when cut
+        // before each "▁" that follows another character, and the cut words repeat (the cache).
+        const std::string_view all(normalized);
+        std::size_t begin = 0;
+        while (begin < all.size()) {
+            std::size_t end = all.find(kSpaceMarker, begin + 1);
+            if (!split_on_space_)
+                while (end != std::string_view::npos && end >= begin + 3 && all.substr(end - 3, 3) == kSpaceMarker)
+                    end = all.find(kSpaceMarker, end + 3);
+            if (end == std::string_view::npos) end = all.size();
+            encode_cached(all.substr(begin, end - begin));
+            begin = end;
+        }
     };
     // Added tokens are matched literally before pre-tokenization, leftmost then longest.
     std::vector<std::string_view> literals;
@@ -551,13 +839,28 @@ SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
     return out;
 }
 
+SPECDEC_INLINE std::vector<int> Tokenizer::encode_with_special(std::string_view text) const {
+    std::vector<int> out = template_prefix_;
+    const std::vector<int> body = encode(text);
+    out.insert(out.end(), body.begin(), body.end());
+    out.insert(out.end(), template_suffix_.begin(), template_suffix_.end());
+    return out;
+}
+
+SPECDEC_INLINE std::optional<int> Tokenizer::bos_id() const {
+    if (template_prefix_.empty()) return std::nullopt;
+    return template_prefix_.front();
+}
+
 SPECDEC_INLINE std::string Tokenizer::decode(std::span<const int> ids) const {
     std::string out;
     for (int id : ids) {
         check_id(id, "decode");
         out += tokens_[static_cast<std::size_t>(id)];
     }
-    return out;
+    std::size_t strip = 0;  // the decoder's Strip: up to `start` leading spaces of the fused text
+    while (strip < out.size() && strip < static_cast<std::size_t>(strip_leading_spaces_) && out[strip] == ' ') ++strip;
+    return out.erase(0, strip);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -755,6 +1058,168 @@ SPECDEC_INLINE Tokenizer Tokenizer::train(std::string_view corpus, int vocab_siz
 // ---------------------------------------------------------------------------------------------
 // tokenizer.json
 
+/// The normalizer, pre-tokenizer and decoder of a SentencePiece-style file, as Llama-2, TinyLlama and
+/// Mistral ship them (Prepend + Replace normalizer) or as newer files do (Metaspace pre-tokenizer).
+SPECDEC_INLINE void Tokenizer::read_sentencepiece_config(const json::Value& root) {
+    static constexpr std::string_view kMarker = "\xE2\x96\x81";
+    auto type_of = [](const json::Value& v) -> std::string {
+        const json::Value* type = v.is_object() ? v.find("type") : nullptr;
+        return type && type->is_string() ? type->as_string() : "";
+    };
+    auto string_field = [](const json::Value& v, std::string_view key) -> std::string {
+        const json::Value* f = v.is_object() ? v.find(key) : nullptr;
+        return f && f->is_string() ? f->as_string() : std::string("\x01");  // never a valid setting
+    };
+    auto unsupported = [&](const std::string& field, const json::Value& v, const std::string& supported) {
+        fail(field + " is " + json::dump(v) + "; only " + supported + " is supported");
+    };
+    // "pattern": {"String": " "} → " "
+    auto pattern_string = [&](const json::Value& v) {
+        const json::Value* pattern = v.find("pattern");
+        return pattern && pattern->is_object() ? string_field(*pattern, "String") : std::string("\x01");
+    };
+    bool replaces_spaces = false;
+
+    const json::Value* normalizer = root.find("normalizer");
+    if (normalizer && !normalizer->is_null()) {
+        normalizer_json_ = *normalizer;
+        auto read_one = [&](const json::Value& n, const std::string& field) {
+            const std::string type = type_of(n);
+            if (type == "Prepend" && string_field(n, "prepend") == kMarker) prepend_always_ = true;
+            else if (type == "Replace" && pattern_string(n) == " " && string_field(n, "content") == kMarker)
+                replaces_spaces = true;
+            else unsupported(field, n, "null, Prepend(\"\xE2\x96\x81\"), Replace(\" \" -> \"\xE2\x96\x81\") or a Sequence of them");
+        };
+        if (type_of(*normalizer) == "Sequence") {
+            const json::Value* list = normalizer->find("normalizers");
+            if (!list || !list->is_array()) unsupported("normalizer", *normalizer, "a Sequence with a normalizers list");
+            for (std::size_t i = 0; i < list->as_array().size(); ++i)
+                read_one(list->as_array()[i], "normalizer.normalizers[" + std::to_string(i) + "]");
+        } else {
+            read_one(*normalizer, "normalizer");
+        }
+    }
+
+    const json::Value* pre = root.find("pre_tokenizer");
+    if (pre && !pre->is_null()) {
+        pre_tokenizer_json_ = *pre;
+        if (type_of(*pre) != "Metaspace")
+            unsupported("pre_tokenizer", *pre, "null or Metaspace with a SentencePiece-style normalizer");
+        if (string_field(*pre, "replacement") != kMarker)
+            unsupported("pre_tokenizer.replacement", pre->find("replacement") ? *pre->find("replacement") : json::Value(), "\"\xE2\x96\x81\"");
+        replaces_spaces = true;
+        prepend_unless_space_ = true;
+        std::string scheme = "always";  // older files say add_prefix_space instead
+        if (const json::Value* v = pre->find("add_prefix_space"); v && v->is_bool() && !v->as_bool()) scheme = "never";
+        if (const json::Value* v = pre->find("prepend_scheme"); v && !v->is_null()) {
+            scheme = v->is_string() ? v->as_string() : "";
+            if (scheme != "always" && scheme != "first" && scheme != "never")
+                unsupported("pre_tokenizer.prepend_scheme", *v, "\"always\", \"first\" or \"never\"");
+        }
+        prepend_always_ = prepend_always_ || scheme == "always";
+        prepend_first_ = scheme == "first";
+        if (const json::Value* v = pre->find("split"); v && !v->is_null()) split_on_space_ = v->as_bool();
+    }
+    if (!replaces_spaces)
+        fail("normalizer is " + json::dump(*normalizer) +
+             ": a SentencePiece-style file must replace \" \" by \"\xE2\x96\x81\" (normalizer Replace or pre_tokenizer Metaspace)");
+
+    const json::Value* decoder = root.find("decoder");
+    if (!decoder || decoder->is_null())
+        fail("decoder is null; a SentencePiece-style file needs its decoder (Replace, ByteFallback, Fuse, Strip)");
+    decoder_json_ = *decoder;
+    auto read_decoder = [&](const json::Value& d, const std::string& field) {
+        const std::string type = type_of(d);
+        if (type == "Replace" && pattern_string(d) == kMarker && string_field(d, "content") == " ") return;
+        if (type == "ByteFallback" || type == "Fuse") return;
+        if (type == "Metaspace" && string_field(d, "replacement") == kMarker) {
+            // It drops the space it would have prepended: none when its scheme is "never".
+            const json::Value* apply = d.find("add_prefix_space");
+            const bool never = string_field(d, "prepend_scheme") == "never" || (apply && apply->is_bool() && !apply->as_bool());
+            strip_leading_spaces_ = never ? 0 : 1;
+            return;
+        }
+        if (type == "Strip" && string_field(d, "content") == " ") {
+            const json::Value* start = d.find("start");
+            const json::Value* stop = d.find("stop");
+            if (start && start->is_integer() && start->as_int() >= 0 && start->as_int() <= 16 && stop &&
+                stop->is_integer() && stop->as_int() == 0) {
+                strip_leading_spaces_ = static_cast<int>(start->as_int());
+                return;
+            }
+        }
+        unsupported(field, d, "Replace(\"\xE2\x96\x81\" -> \" \"), ByteFallback, Fuse, Strip(\" \", start, 0) or Metaspace");
+    };
+    if (type_of(*decoder) == "Sequence") {
+        const json::Value* list = decoder->find("decoders");
+        if (!list || !list->is_array()) unsupported("decoder", *decoder, "a Sequence with a decoders list");
+        for (std::size_t i = 0; i < list->as_array().size(); ++i)
+            read_decoder(list->as_array()[i], "decoder.decoders[" + std::to_string(i) + "]");
+    } else {
+        read_decoder(*decoder, "decoder");
+    }
+}
+
+/// The post_processor's template for one sequence: the special tokens before and after "A"
+/// (TemplateProcessing, also inside a Sequence after ByteLevel as Llama-3.1 files have it).
+SPECDEC_INLINE void Tokenizer::read_post_processor(const json::Value& root) {
+    const json::Value* post = root.find("post_processor");
+    if (!post || post->is_null()) return;
+    auto type_of = [](const json::Value& v) -> std::string {
+        const json::Value* type = v.is_object() ? v.find("type") : nullptr;
+        return type && type->is_string() ? type->as_string() : "";
+    };
+    auto unsupported = [&](const std::string& field, const json::Value& v, const std::string& supported) {
+        fail(field + " is " + json::dump(v) + "; only " + supported + " is supported");
+    };
+    auto read_template = [&](const json::Value& p, const std::string& field) {
+        const json::Value* single = p.find("single");
+        const json::Value* specials = p.find("special_tokens");
+        if (!single || !single->is_array()) unsupported(field + ".single", single ? *single : json::Value(), "a list");
+        bool seen_a = false;
+        for (std::size_t i = 0; i < single->as_array().size(); ++i) {
+            const json::Value& item = single->as_array()[i];
+            const std::string item_field = field + ".single[" + std::to_string(i) + "]";
+            if (const json::Value* seq = item.is_object() ? item.find("Sequence") : nullptr) {
+                const json::Value* id = seq->is_object() ? seq->find("id") : nullptr;
+                if (!id || !id->is_string() || id->as_string() != "A" || seen_a)
+                    unsupported(item_field, item, "one Sequence \"A\"");
+                seen_a = true;
+                continue;
+            }
+            const json::Value* special = item.is_object() ? item.find("SpecialToken") : nullptr;
+            const json::Value* name = special && special->is_object() ? special->find("id") : nullptr;
+            if (!name || !name->is_string()) unsupported(item_field, item, "SpecialToken or Sequence");
+            const json::Value* entry = specials && specials->is_object() ? specials->find(name->as_string()) : nullptr;
+            const json::Value* ids = entry && entry->is_object() ? entry->find("ids") : nullptr;
+            if (!ids || !ids->is_array())
+                fail(item_field + ": special token '" + name->as_string() + "' has no ids in " + field + ".special_tokens");
+            for (const json::Value& id : ids->as_array()) {
+                const std::int64_t v = id.as_int();
+                if (v < 0 || v >= vocab_size())
+                    fail(field + ".special_tokens['" + name->as_string() + "']: id " + std::to_string(v) +
+                         " is out of range (vocab size " + std::to_string(vocab_size()) + ")");
+                (seen_a ? template_suffix_ : template_prefix_).push_back(static_cast<int>(v));
+            }
+        }
+        if (!seen_a) unsupported(field + ".single", *single, "a template with the Sequence \"A\"");
+    };
+    auto read_one = [&](const json::Value& p, const std::string& field) {
+        const std::string type = type_of(p);
+        if (type == "ByteLevel" && kind_ == TokenizerKind::kByteLevel) return;
+        if (type == "TemplateProcessing") return read_template(p, field);
+        unsupported(field, p, "null, ByteLevel, TemplateProcessing or a Sequence of them");
+    };
+    if (type_of(*post) == "Sequence") {
+        const json::Value* list = post->find("processors");
+        if (!list || !list->is_array()) unsupported("post_processor", *post, "a Sequence with a processors list");
+        for (std::size_t i = 0; i < list->as_array().size(); ++i)
+            read_one(list->as_array()[i], "post_processor.processors[" + std::to_string(i) + "]");
+    } else {
+        read_one(*post, "post_processor");
+    }
+}
+
 SPECDEC_INLINE std::string Tokenizer::to_json() const {
     auto byte_level = [] {
         json::Object o;
@@ -779,22 +1244,26 @@ SPECDEC_INLINE std::string Tokenizer::to_json() const {
     json::Object vocab;
     for (std::size_t id = 0; id < tokens_.size(); ++id) {
         // Added tokens are stored by content, BPE tokens in the byte-level alphabet (as HF does).
-        std::string key = added_[id] ? tokens_[id] : detail::byte_level_encode(tokens_[id]);
+        std::string key = kind_ == TokenizerKind::kSentencePiece ? spellings_[id]
+                          : added_[id]                            ? tokens_[id]
+                                                                  : detail::byte_level_encode(tokens_[id]);
         if (!vocab.insert(key, static_cast<int>(id)))
             fail("to_json: token " + std::to_string(id) + " is spelled '" + key + "' like another token");
     }
     json::Array merges;
-    for (const auto& [left, right] : merges_)
-        merges.push_back(json::Array{detail::byte_level_encode(tokens_[static_cast<std::size_t>(left)]),
-                                     detail::byte_level_encode(tokens_[static_cast<std::size_t>(right)])});
+    auto spelled = [&](int id) {
+        const auto u = static_cast<std::size_t>(id);
+        return kind_ == TokenizerKind::kSentencePiece ? spellings_[u] : detail::byte_level_encode(tokens_[u]);
+    };
+    for (const auto& [left, right] : merges_) merges.push_back(json::Array{spelled(left), spelled(right)});
     json::Object model;
     model.insert("type", "BPE");
     model.insert("dropout", nullptr);
-    model.insert("unk_token", nullptr);
+    model.insert("unk_token", unk_token_json_);
     model.insert("continuing_subword_prefix", nullptr);
     model.insert("end_of_word_suffix", nullptr);
-    model.insert("fuse_unk", false);
-    model.insert("byte_fallback", false);
+    model.insert("fuse_unk", fuse_unk_);
+    model.insert("byte_fallback", byte_fallback_);
     model.insert("ignore_merges", ignore_merges_);
     model.insert("vocab", std::move(vocab));
     model.insert("merges", std::move(merges));
@@ -804,12 +1273,14 @@ SPECDEC_INLINE std::string Tokenizer::to_json() const {
     root.insert("truncation", nullptr);
     root.insert("padding", nullptr);
     root.insert("added_tokens", std::move(added));
-    root.insert("normalizer", nullptr);
-    root.insert("pre_tokenizer", byte_level());
-    root.insert("post_processor", nullptr);
+    // A loaded file's own settings go back as they were; a trained tokenizer gets GPT-2's.
+    const bool sentencepiece = kind_ == TokenizerKind::kSentencePiece;
+    root.insert("normalizer", normalizer_json_);
+    root.insert("pre_tokenizer", !pre_tokenizer_json_.is_null() || sentencepiece ? pre_tokenizer_json_ : json::Value(byte_level()));
+    root.insert("post_processor", post_processor_json_);
     json::Object decoder = byte_level();
     decoder.set("add_prefix_space", true);  // what HF's ByteLevel decoder config carries; decoding ignores it
-    root.insert("decoder", std::move(decoder));
+    root.insert("decoder", sentencepiece ? decoder_json_ : json::Value(std::move(decoder)));
     root.insert("model", std::move(model));
     return json::dump(json::Value(std::move(root)));
 }
@@ -864,25 +1335,62 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
     // Settings that would change the ids are refused, not ignored.
     if (const json::Value* type = model.find("type"); !type || !type->is_string() || type->as_string() != "BPE")
         unsupported("model.type", type, "\"BPE\"");
-    if (const json::Value* v = root.find("normalizer"); !is_null(v)) unsupported("normalizer", v, "null");
+    const json::Value* normalizer = root.find("normalizer");
     const json::Value* pre = root.find("pre_tokenizer");
-    if (type_of(pre) != "ByteLevel") unsupported("pre_tokenizer", pre, "ByteLevel");
-    if (const json::Value* v = pre->find("add_prefix_space"); !is_false(v))
-        unsupported("pre_tokenizer.add_prefix_space", v, "false");
-    if (const json::Value* v = pre->find("use_regex"); v && !(v->is_bool() && v->as_bool()))
-        unsupported("pre_tokenizer.use_regex", v, "true");
-    if (const json::Value* v = root.find("post_processor"); !is_null(v) && type_of(v) != "ByteLevel")
-        unsupported("post_processor", v, "null or ByteLevel");
-    if (const json::Value* v = root.find("decoder"); !is_null(v) && type_of(v) != "ByteLevel")
-        unsupported("decoder", v, "null or ByteLevel");
+    if (!is_null(normalizer) || type_of(pre) == "Metaspace") {
+        t.kind_ = TokenizerKind::kSentencePiece;
+        t.read_sentencepiece_config(root);
+    } else if (type_of(pre) == "ByteLevel") {
+        if (const json::Value* v = pre->find("add_prefix_space"); !is_false(v))
+            unsupported("pre_tokenizer.add_prefix_space", v, "false");
+        if (const json::Value* v = pre->find("use_regex"); v && !(v->is_bool() && v->as_bool()))
+            unsupported("pre_tokenizer.use_regex", v, "true");
+    } else if (type_of(pre) == "Sequence") {
+        // Split(pattern, Isolated) then ByteLevel without its own regex: Llama-3 and later GPT-2 files.
+        const json::Value* list = pre->find("pretokenizers");
+        if (!list || !list->is_array() || list->as_array().size() != 2 || type_of(&list->as_array()[0]) != "Split" ||
+            type_of(&list->as_array()[1]) != "ByteLevel")
+            unsupported("pre_tokenizer", pre, "ByteLevel, Sequence [Split, ByteLevel] or Metaspace");
+        const json::Value& split = list->as_array()[0];
+        const json::Value* pattern = split.find("pattern");
+        const json::Value* regex = pattern && pattern->is_object() ? pattern->find("Regex") : nullptr;
+        const std::string regex_text = regex && regex->is_string() ? regex->as_string() : "";
+        if (regex_text == detail::kGpt2Pattern) t.pattern_ = detail::SplitPattern::kGpt2;
+        else if (regex_text == detail::kLlama3Pattern) t.pattern_ = detail::SplitPattern::kLlama3;
+        else unsupported("pre_tokenizer.pretokenizers[0].pattern", pattern, "the GPT-2 or the Llama-3 regex (specdec hand-codes those two)");
+        if (const json::Value* v = split.find("behavior"); !v || !v->is_string() || v->as_string() != "Isolated")
+            unsupported("pre_tokenizer.pretokenizers[0].behavior", v, "\"Isolated\"");
+        if (const json::Value* v = split.find("invert"); !is_false(v))
+            unsupported("pre_tokenizer.pretokenizers[0].invert", v, "false");
+        const json::Value& byte_level = list->as_array()[1];
+        if (const json::Value* v = byte_level.find("add_prefix_space"); !is_false(v))
+            unsupported("pre_tokenizer.pretokenizers[1].add_prefix_space", v, "false");
+        if (const json::Value* v = byte_level.find("use_regex"); !is_false(v))
+            unsupported("pre_tokenizer.pretokenizers[1].use_regex", v, "false");
+        t.pre_tokenizer_json_ = *pre;
+    } else {
+        unsupported("pre_tokenizer", pre, "ByteLevel, Sequence [Split, ByteLevel] or Metaspace");
+    }
+    if (const json::Value* v = root.find("post_processor"); !is_null(v)) t.post_processor_json_ = *v;
+    if (t.kind_ == TokenizerKind::kByteLevel)
+        if (const json::Value* v = root.find("decoder"); !is_null(v) && type_of(v) != "ByteLevel")
+            unsupported("decoder", v, "null or ByteLevel");
     if (const json::Value* v = model.find("dropout"); !is_null(v) && !(v->is_number() && v->as_double() == 0.0))
         unsupported("model.dropout", v, "null");
     if (const json::Value* v = model.find("continuing_subword_prefix"); !is_empty_or_null(v))
         unsupported("model.continuing_subword_prefix", v, "null");
     if (const json::Value* v = model.find("end_of_word_suffix"); !is_empty_or_null(v))
         unsupported("model.end_of_word_suffix", v, "null");
-    if (const json::Value* v = model.find("byte_fallback"); !is_false(v)) unsupported("model.byte_fallback", v, "false");
+    if (const json::Value* v = model.find("byte_fallback"); !is_false(v)) {
+        if (t.kind_ == TokenizerKind::kByteLevel)
+            unsupported("model.byte_fallback", v, "false (byte-level BPE has every byte)");
+        t.byte_fallback_ = v->as_bool();
+    }
     if (const json::Value* v = model.find("ignore_merges")) t.ignore_merges_ = v->as_bool();
+    if (t.kind_ == TokenizerKind::kSentencePiece) {
+        if (const json::Value* v = model.find("fuse_unk"); v && !v->is_null()) t.fuse_unk_ = v->as_bool();
+        if (const json::Value* v = model.find("unk_token"); !is_null(v)) t.unk_token_json_ = *v;
+    }
 
     // Ids: model.vocab and added_tokens together must number 0..V-1 without holes.
     const json::Object& vocab = model.at("vocab").as_object();
@@ -936,6 +1444,13 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
                        it->second + "'");
             continue;
         }
+        if (t.kind_ == TokenizerKind::kSentencePiece) {
+            std::string raw = detail::sentencepiece_decode(m.key);
+            if (const int b = detail::byte_fallback_value(m.key); b >= 0) t.byte_ids_[static_cast<std::size_t>(b)] = static_cast<int>(id);
+            t.regular_ids_.emplace(m.key, static_cast<int>(id));
+            t.tokens_[u] = std::move(raw);
+            continue;
+        }
         std::optional<std::string> raw = detail::byte_level_decode(m.key);
         if (!raw)
             t.fail("model.vocab: token '" + m.key + "' (id " + std::to_string(id) +
@@ -947,6 +1462,7 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
     for (const AddedToken& a : added) {
         const auto u = static_cast<std::size_t>(a.id);
         seen[u] = 1;
+        spelling[u] = a.content;
         t.tokens_[u] = a.content;
         t.added_[u] = 1;
     }
@@ -954,7 +1470,21 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
         if (!seen[id]) t.fail("model.vocab: no token has id " + std::to_string(id) + " (ids must be 0..V-1)");
     // A vocabulary without a single byte token can encode nothing; say so now, not at the first encode.
     // (A partial byte alphabet loads: encode names the first byte it cannot spell.)
-    if (std::none_of(t.byte_ids_.begin(), t.byte_ids_.end(), [](int id) { return id >= 0; }))
+    if (t.kind_ == TokenizerKind::kSentencePiece) {
+        t.spellings_ = std::move(spelling);
+        if (vocab.size() == 0) t.fail("model.vocab is empty");
+        if (t.byte_fallback_)
+            for (int b = 0; b < 256; ++b)
+                if (t.byte_ids_[static_cast<std::size_t>(b)] < 0)
+                    t.fail("model.byte_fallback is true but model.vocab has no token '<0x" +
+                           detail::hex_byte(static_cast<unsigned char>(b)).substr(2) +
+                           ">' (byte fallback needs all 256 <0xNN> tokens)");
+        if (!t.unk_token_json_.is_null()) {
+            const json::Value* unk = t.unk_token_json_.is_string() ? vocab.find(t.unk_token_json_.as_string()) : nullptr;
+            if (!unk) t.fail("model.unk_token " + json::dump(t.unk_token_json_) + " is not in model.vocab");
+            t.unk_id_ = static_cast<int>(unk->as_int());
+        }
+    } else if (std::none_of(t.byte_ids_.begin(), t.byte_ids_.end(), [](int id) { return id >= 0; }))
         t.fail(vocab.size() == 0 ? std::string("model.vocab is empty")
                                  : "model.vocab has no byte token (byte-level BPE spells every text with them)");
     std::sort(added.begin(), added.end(), [](const AddedToken& a, const AddedToken& b) { return a.id < b.id; });
@@ -998,6 +1528,15 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
             t.fail(field + ": merge '" + parts[0] + "' + '" + parts[1] + "' appears twice");
         t.add_merge(ids[0], ids[1], static_cast<int>(merged_id->as_int()));
     }
+    if (t.kind_ == TokenizerKind::kSentencePiece && !t.ignore_merges_ && t.regular_ids_.contains("\xE2\x96\x81")) {
+        static constexpr std::string_view kMarker = "\xE2\x96\x81";
+        t.words_end_before_marker_ = std::none_of(t.merges_.begin(), t.merges_.end(), [&](const std::pair<int, int>& m) {
+            const std::string& left = t.spellings_[static_cast<std::size_t>(m.first)];
+            const std::string& right = t.spellings_[static_cast<std::size_t>(m.second)];
+            return right.starts_with(kMarker) && !left.ends_with(kMarker);
+        });
+    }
+    t.read_post_processor(root);
     return t;
 }
 

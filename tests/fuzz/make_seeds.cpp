@@ -145,6 +145,18 @@ void tokenizer_seeds() {
         R"("pre_tokenizer":{"type":"ByteLevel","add_prefix_space":false,"use_regex":true},)"
         R"("post_processor":null,"decoder":{"type":"ByteLevel"},"model":{"type":"BPE","ignore_merges":true,)"
         R"("vocab":{"<|endoftext|>":0,"a":1,"b":2,"Ġ":3,"ab":4,"Ġab":5},"merges":["a b",["Ġ","ab"]]}})");
+    // The other kinds: SentencePiece-style with byte fallback, a Llama-3-style byte-level file (both
+    // from tests/data/tokenizers/), and by hand a Metaspace one without byte fallback (unk, fuse_unk).
+    copy("tokenizer", "sp_tiny.json", "tests/data/tokenizers/sp_tiny.tokenizer.json");
+    copy("tokenizer", "llama3_tiny.json", "tests/data/tokenizers/llama3_tiny.tokenizer.json");
+    put("tokenizer", "hand_metaspace.json",
+        R"({"added_tokens":[{"id":0,"content":"<unk>","special":true},{"id":1,"content":"<s>","special":true}],)"
+        R"("normalizer":null,"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":true},)"
+        R"("post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},)"
+        R"({"Sequence":{"id":"A","type_id":0}}],"special_tokens":{"<s>":{"id":"<s>","ids":[1],"tokens":["<s>"]}}},)"
+        R"("decoder":{"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":true},)"
+        R"("model":{"type":"BPE","unk_token":"<unk>","fuse_unk":true,"byte_fallback":false,)"
+        R"("vocab":{"<unk>":0,"<s>":1,"▁":2,"a":3,"b":4,"▁a":5,"ab":6,"▁ab":7},"merges":["▁ a",["a","b"],["▁a","b"]]}})");
 }
 
 void json_seeds() {

@@ -325,7 +325,7 @@ TEST_CASE("broken tokenizer.json files give errors naming the file and field", "
     CHECK_THROWS_WITH(load(tiny_with("\"<|endoftext|>\": 0", "\"<eos>\": 0")),
                       Contains("model.vocab: id 0 is '<eos>' but added_tokens gives it '<|endoftext|>'"));
     CHECK_THROWS_WITH(load(tiny_with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}")),
-                      Contains("normalizer is {\"type\":\"NFC\"}; only null is supported"));
+                      Contains("normalizer is {\"type\":\"NFC\"}; only null, Prepend"));
     CHECK_THROWS_WITH(load(tiny_with("\"add_prefix_space\": false", "\"add_prefix_space\": true")),
                       Contains("pre_tokenizer.add_prefix_space is true; only false is supported"));
     CHECK_THROWS_WITH(load(tiny_with("\"lstrip\": false", "\"lstrip\": true")),
@@ -372,4 +372,81 @@ TEST_CASE("training 4096 tokens on 5 MB of text takes well under a minute", "[to
     CHECK(t.vocab_size() == 4096);
     CHECK(t.decode(ids) == corpus);
     CHECK(seconds < 60.0);
+}
+
+namespace {
+
+/// A Metaspace tokenizer.json without byte fallback: ▁, a, b and three merges, unk fused, <s> template.
+std::string metaspace_json(const std::string& pre_tokenizer, const std::string& unk = "<unk>", int bos = 1) {
+    return R"({"added_tokens": [{"id": 0, "content": "<unk>", "special": true}, {"id": 1, "content": "<s>", "special": true}],
+  "normalizer": null, "pre_tokenizer": )" + pre_tokenizer + R"(,
+  "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [)" + std::to_string(bos) + R"(], "tokens": ["<s>"]}}},
+  "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true},
+  "model": {"type": "BPE", "unk_token": ")" + unk + R"(", "fuse_unk": true, "byte_fallback": false,
+    "vocab": {"<unk>": 0, "<s>": 1, "▁": 2, "a": 3, "b": 4, "▁a": 5, "ab": 6, "▁ab": 7},
+    "merges": ["▁ a", ["a", "b"], ["▁a", "b"]]}})";
+}
+
+}  // namespace
+
+TEST_CASE("a Metaspace tokenizer prepends, splits, falls back to unk and strips as the file says", "[tokenizer]") {
+    const Tokenizer t = Tokenizer::from_json(
+        metaspace_json(R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true})"), "meta.json");
+    CHECK(t.kind() == TokenizerKind::kSentencePiece);
+    CHECK(t.encode("ab ab") == std::vector<int>{7, 7});   // "▁ab▁ab", split before each "▁"
+    CHECK(t.encode(" ab") == std::vector<int>{7});        // already starts with "▁": nothing prepended
+    CHECK(t.encode("abc") == std::vector<int>{7, 0});     // 'c' is not in the vocab and there is no byte fallback
+    CHECK(t.encode("ccc") == std::vector<int>{2, 0});     // fuse_unk: one <unk> for the run
+    CHECK(t.encode("<s>ab") == std::vector<int>{1, 6});   // "first": no "▁" after an added token
+    CHECK(t.encode_with_special("ab") == std::vector<int>{1, 7});
+    CHECK(t.bos_id() == 1);
+    CHECK(t.decode(std::vector<int>{7, 7}) == "ab ab");   // the leading space is stripped
+    CHECK(t.id_to_token(7) == " ab");
+    CHECK(t.token_to_id(" ab") == 7);
+
+    const Tokenizer always = Tokenizer::from_json(
+        metaspace_json(R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": false})"), "meta.json");
+    CHECK(always.encode("<s>ab") == std::vector<int>{1, 7});
+    CHECK(always.encode("ab ab") == std::vector<int>{7, 7});
+}
+
+TEST_CASE("broken SentencePiece-style and Llama-3-style files give errors naming the field", "[tokenizer][error]") {
+    auto load = [](const std::string& text) { return Tokenizer::from_json(text, "sp.json"); };
+    const std::string meta = R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": true})";
+    CHECK_THROWS_WITH(load(metaspace_json(meta, "<oops>")), Contains("sp.json: model.unk_token \"<oops>\" is not in model.vocab"));
+    CHECK_THROWS_WITH(load(metaspace_json(meta, "<unk>", 99)),
+                      Contains("post_processor.special_tokens['<s>']: id 99 is out of range (vocab size 8)"));
+    CHECK_THROWS_WITH(load(metaspace_json(R"({"type": "Metaspace", "replacement": "_"})")),
+                      Contains("pre_tokenizer.replacement is \"_\"; only \"▁\" is supported"));
+    CHECK_THROWS_WITH(load(metaspace_json(R"({"type": "Metaspace", "replacement": "▁", "prepend_scheme": "sometimes"})")),
+                      Contains("pre_tokenizer.prepend_scheme is \"sometimes\""));
+    std::string prepend_only = metaspace_json("null");
+    prepend_only.replace(prepend_only.find("\"normalizer\": null"), 18, R"("normalizer": {"type": "Prepend", "prepend": "▁"})");
+    CHECK_THROWS_WITH(load(prepend_only), Contains("must replace \" \" by \"▁\""));
+    std::string no_decoder = metaspace_json(meta);
+    no_decoder.replace(no_decoder.find("\"decoder\": {"), 12, "\"decoder\": null, \"x\": {");
+    CHECK_THROWS_WITH(load(no_decoder), Contains("decoder is null; a SentencePiece-style file needs its decoder"));
+    std::string split = tiny_json(kTinyMergePairs);
+    const std::string byte_level = R"({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true})";
+    split.replace(split.find(byte_level), byte_level.size(),
+                  R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}, "behavior": "Removed", "invert": false}, {"type": "ByteLevel", "use_regex": false}]})");
+    CHECK_THROWS_WITH(load(split), Contains("pre_tokenizer.pretokenizers[0].behavior is \"Removed\"; only \"Isolated\" is supported"));
+}
+
+TEST_CASE("a merge across a \"▁\" keeps the stretch whole: words are cut only where no merge reaches", "[tokenizer]") {
+    // "a" + "▁b" joins a character to a following "▁": "a b" must become the one token "a▁b".
+    const std::string text = R"({"added_tokens": [{"id": 0, "content": "<unk>", "special": true}], "normalizer": null,
+      "pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": false},
+      "post_processor": null, "decoder": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never"},
+      "model": {"type": "BPE", "unk_token": "<unk>", "vocab": {"<unk>": 0, "▁": 1, "a": 2, "b": 3, "▁b": 4, "a▁b": 5},
+        "merges": ["▁ b", "a ▁b"]}})";
+    const Tokenizer crossing = Tokenizer::from_json(text, "crossing.json");
+    CHECK(crossing.encode("a b") == std::vector<int>{5});
+    CHECK(crossing.encode("a b a b") == std::vector<int>{5, 1, 5});
+    CHECK(crossing.decode(std::vector<int>{1, 5}) == " a b");  // the "never" decoder strips nothing
+    std::string no_cross = text;
+    no_cross.replace(no_cross.find(", \"a ▁b\""), std::string(", \"a ▁b\"").size(), "");
+    const Tokenizer cut = Tokenizer::from_json(no_cross, "cut.json");
+    CHECK(cut.encode("a b a b") == std::vector<int>{2, 4, 1, 2, 4});  // "a", "▁b", "▁" ... cut before each "▁"
 }

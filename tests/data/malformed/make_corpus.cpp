@@ -6,6 +6,7 @@
 //
 // Each case is a few lines here and one file (or folder) there: broken on purpose in exactly one way.
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -79,6 +80,34 @@ std::string tokenizer_json(const std::string& vocab = R"({"<|endoftext|>": 0, "h
            ",\n \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false},\n"
            " \"post_processor\": null, \"decoder\": {\"type\": \"ByteLevel\"},\n"
            " \"model\": {\"type\": \"BPE\", \"vocab\": " + vocab + ",\n  \"merges\": " + merges + "}}\n";
+}
+
+/// A SentencePiece-style tokenizer.json in Llama-2's form over <unk> <s> </s>, the byte tokens <0x00> up
+/// to (not including) `end_byte`, and "▁" h e l o he; `normalizer` and `decoder` replace the defaults.
+std::string sentencepiece_json(int end_byte = 256,
+                               const std::string& normalizer = R"({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})",
+                               const std::string& decoder = R"({"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]})") {
+    std::string vocab = R"({"<unk>": 0, "<s>": 1, "</s>": 2)";
+    int id = 3;
+    for (int b = 0; b < end_byte; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        vocab += ", \"" + std::string(name) + "\": " + std::to_string(id++);
+    }
+    for (const char* t : {"\\u2581", "h", "e", "l", "o", "he"}) vocab += ", \"" + std::string(t) + "\": " + std::to_string(id++);
+    return "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true}, "
+           "{\"id\": 1, \"content\": \"<s>\", \"special\": true}, {\"id\": 2, \"content\": \"</s>\", \"special\": true}],\n"
+           " \"normalizer\": " + normalizer + ",\n \"pre_tokenizer\": null, \"post_processor\": null,\n \"decoder\": " + decoder +
+           ",\n \"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"byte_fallback\": true, \"vocab\": " + vocab +
+           "},\n  \"merges\": [\"h e\"]}}\n";
+}
+
+/// tokenizer_json() with its pre_tokenizer replaced.
+std::string with_pre_tokenizer(const std::string& pre) {
+    std::string s = tokenizer_json();
+    const std::string old = R"({"type": "ByteLevel", "add_prefix_space": false})";
+    s.replace(s.find(old), old.size(), pre);
+    return s;
 }
 
 /// A tiny Llama with random weights, bf16, as HF writes it.
@@ -186,6 +215,19 @@ void tokenizer_cases() {
         return s;
     }());
     write("tokenizer/is_a_directory/.gitkeep", "");
+    write("tokenizer/byte_fallback_missing_bytes.json", sentencepiece_json(0x41));
+    write("tokenizer/unknown_normalizer.json", [] {
+        std::string s = tokenizer_json();
+        s.replace(s.find("\"normalizer\": null"), 18, R"("normalizer": {"type": "NFKC"})");
+        return s;
+    }());
+    write("tokenizer/unknown_pre_tokenizer.json", with_pre_tokenizer(R"({"type": "Whitespace"})"));
+    write("tokenizer/unknown_split_pattern.json",
+          with_pre_tokenizer(R"({"type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "\\w+|[^\\w\\s]+"}, )"
+                             R"("behavior": "Isolated", "invert": false}, {"type": "ByteLevel", "add_prefix_space": false, "use_regex": false}]})"));
+    write("tokenizer/unknown_decoder_step.json",
+          sentencepiece_json(256, R"({"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"})",
+                             R"({"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "CTC"}]})"));
 }
 
 void token_file_cases() {
