@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <concepts>
 #include <cstdint>
@@ -20,7 +21,6 @@
 #include "../model/weights.hpp"
 #include "checkpoint.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -132,6 +132,23 @@ struct Llama2cTensor {
     int rope_heads = 0;
 };
 
+/// Each head of llama2.c's wq and wk holds its RoPE pairs in rows (2i, 2i+1), HF's in rows (i, i + hd/2).
+/// to_hf moves row 2i + j of every head to row j·hd/2 + i; !to_hf moves it back.
+inline void permute_rope_rows(std::vector<float>& t, int heads, std::int64_t cols, bool to_hf) {
+    const std::int64_t hd = static_cast<std::int64_t>(t.size()) / cols / heads, half = hd / 2;
+    std::vector<float> head(static_cast<std::size_t>(hd * cols));
+    for (std::int64_t h = 0; h < heads; ++h) {
+        float* base = t.data() + h * hd * cols;
+        std::copy(base, base + hd * cols, head.begin());
+        for (std::int64_t i = 0; i < half; ++i)
+            for (std::int64_t j = 0; j < 2; ++j) {
+                const std::int64_t adjacent = 2 * i + j, halves = j * half + i;
+                const float* from = head.data() + (to_hf ? adjacent : halves) * cols;
+                std::copy(from, from + cols, base + (to_hf ? halves : adjacent) * cols);
+            }
+    }
+}
+
 /// Calls f(tensor, t) for every tensor of a llama2.c file of `version` (0, 1, 2) in file order; t points
 /// to the member of `w` (a Weights whose layers are sized, const or not) it fills, nullptr for freq_cis.
 template <class W, class F>
@@ -141,7 +158,7 @@ void for_each_llama2c_tensor(W& w, const Config& c, int version, F&& f) {
     const std::int64_t D = c.hidden_size, Fw = c.intermediate_size, V = c.vocab_size, hd = c.head_dim();
     const std::int64_t q = std::int64_t{c.num_attention_heads} * hd, kv = c.kv_dim();
     const auto one = [&](std::string name, T* t, std::int64_t rows, std::int64_t cols, bool matrix, int heads = 0) {
-        f(Llama2cTensor{std::move(name), rows, cols, matrix, heads}, static_cast<T*>(t));
+        f(Llama2cTensor{std::move(name), rows, cols, matrix, heads}, t);
     };
     const auto layers = [&](const char* name, auto member, std::int64_t rows, std::int64_t cols, bool matrix, int heads = 0) {
         for (std::size_t l = 0; l < w.layers.size(); ++l)
@@ -194,31 +211,16 @@ namespace detail {
 
 /// The bytes a llama2.c model file of `version` holds for the validated config `c` (`group` values per
 /// Q8_0 scale in version 2), in closed form: checking a file's size must not loop over 2^31 layers. The
-/// config is validated (under 2^38 parameters), so these sums cannot overflow.
+/// config is validated (under 2^38 parameters); freq_cis (seq_len x head size) is not bounded by it, so
+/// that term saturates.
 inline std::int64_t llama2c_file_bytes(const Config& c, int version, std::int64_t group) {
     const std::int64_t D = c.hidden_size, hd = c.head_dim();
     const std::int64_t norms = 2 * D * c.num_hidden_layers + D;
     const std::int64_t matrices = c.parameter_count() - norms;
     if (version == 2) return kLlama2cHeaderBytes + 4 * norms + matrices + 4 * (matrices / group);
     if (version == 1) return kLlama2cHeaderBytes + 4 * c.parameter_count();
-    return kLlama2cLegacyHeaderBytes + 4 * (c.parameter_count() + std::int64_t{c.max_position_embeddings} * hd);
-}
-
-/// Each head of llama2.c's wq and wk holds its RoPE pairs in rows (2i, 2i+1), HF's in rows (i, i + hd/2).
-/// to_hf moves row 2i + j of every head to row j·hd/2 + i; !to_hf moves it back.
-inline void permute_rope_rows(std::vector<float>& t, int heads, std::int64_t cols, bool to_hf) {
-    const std::int64_t hd = static_cast<std::int64_t>(t.size()) / cols / heads, half = hd / 2;
-    std::vector<float> head(static_cast<std::size_t>(hd * cols));
-    for (std::int64_t h = 0; h < heads; ++h) {
-        float* base = t.data() + h * hd * cols;
-        std::copy(base, base + hd * cols, head.begin());
-        for (std::int64_t i = 0; i < half; ++i)
-            for (std::int64_t j = 0; j < 2; ++j) {
-                const std::int64_t adjacent = 2 * i + j, halves = j * half + i;
-                const float* from = head.data() + (to_hf ? adjacent : halves) * cols;
-                std::copy(from, from + cols, base + (to_hf ? halves : adjacent) * cols);
-            }
-    }
+    const std::int64_t freq_cis = mul_sat(4, mul_sat(c.max_position_embeddings, hd));
+    return add_sat(kLlama2cLegacyHeaderBytes + 4 * c.parameter_count(), freq_cis);
 }
 
 }  // namespace detail

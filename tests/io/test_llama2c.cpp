@@ -276,6 +276,15 @@ TEST_CASE("an imported llama2.c model decodes greedily as run.c's own forward pa
         const Generation g = autoregressive_generate(model, prompt, GenerateOptions{.max_new_tokens = 20});
         CHECK(g.tokens == expected);
     }
+    {  // The permutation matters: with wq and wk rows left in run.c's order, the tokens differ.
+        Checkpoint ck = load_llama2c(path);
+        for (LayerWeights& l : ck.weights.layers) {
+            detail::permute_rope_rows(l.wq, cfg.num_attention_heads, cfg.hidden_size, /*to_hf=*/false);
+            detail::permute_rope_rows(l.wk, cfg.num_key_value_heads, cfg.hidden_size, /*to_hf=*/false);
+        }
+        CpuModel unpermuted(ck.config, std::move(ck.weights));
+        CHECK(autoregressive_generate(unpermuted, prompt, GenerateOptions{.max_new_tokens = 20}).tokens != expected);
+    }
     // And the logits agree up to float rounding at every position (run.c sums in float, in its order).
     std::vector<int> all = prompt;
     all.insert(all.end(), expected.begin(), expected.end());
