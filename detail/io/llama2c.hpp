@@ -393,14 +393,19 @@ SPECDEC_INLINE void save_llama2c(const std::filesystem::path& path, const Config
     std::vector<float> scratch;
     detail::for_each_llama2c_tensor(w, c, v, [&](const detail::Llama2cTensor& t, const std::vector<float>* src) {
         if (src == nullptr) {  // freq_cis (seq_len, hd/2): cos and sin of pos · theta^(-2i/hd), as export.py
-            scratch.resize(static_cast<std::size_t>(t.rows * t.cols));
+            std::vector<double> inv_freq(static_cast<std::size_t>(t.cols));
+            for (std::int64_t i = 0; i < t.cols; ++i)
+                inv_freq[static_cast<std::size_t>(i)] = std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(t.cols));
             const bool real = t.name == "freq_cis_real";
-            for (std::int64_t pos = 0; pos < t.rows; ++pos)
+            scratch.resize(static_cast<std::size_t>(t.cols));
+            for (std::int64_t pos = 0; pos < t.rows; ++pos) {  // a row at a time: seq_len may be large
                 for (std::int64_t i = 0; i < t.cols; ++i) {
-                    const double angle = static_cast<double>(pos) * std::pow(10000.0, -2.0 * static_cast<double>(i) / (2.0 * static_cast<double>(t.cols)));
-                    scratch[static_cast<std::size_t>(pos * t.cols + i)] = static_cast<float>(real ? std::cos(angle) : std::sin(angle));
+                    const double angle = static_cast<double>(pos) * inv_freq[static_cast<std::size_t>(i)];
+                    scratch[static_cast<std::size_t>(i)] = static_cast<float>(real ? std::cos(angle) : std::sin(angle));
                 }
-            src = &scratch;
+                put(scratch.data(), scratch.size() * sizeof(float));
+            }
+            return;
         } else if (t.rope_heads > 0) {
             scratch = *src;
             detail::permute_rope_rows(scratch, t.rope_heads, t.cols, /*to_hf=*/false);

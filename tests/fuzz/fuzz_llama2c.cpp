@@ -1,6 +1,7 @@
 // tests/fuzz/fuzz_llama2c.cpp — llama2.c files from one input: the first 4 bytes (little-endian) are the
 // length of a model .bin, the rest is a tokenizer.bin (fuzz_common.hpp's split). A model that loads must
-// validate, run one forward, and survive save_llama2c and load_llama2c bit for bit; a tokenizer that loads
+// validate, survive save_llama2c and load_llama2c bit for bit, and run one forward (unless CpuModel
+// refuses its context with specdec::error); a tokenizer that loads
 // must encode fixed texts to ids in its vocabulary (or refuse with specdec::error), decode any ids, and
 // survive save and load. Run through scripts/fuzz.sh.
 // SPDX-License-Identifier: MIT
@@ -45,12 +46,22 @@ void fuzz_model(const std::filesystem::path& dir) {
     // Outside a try: what loads is a valid model of the config it came with, and saves as both versions.
     ck->config.validate();
     specdec::validate(ck->weights, ck->config);
+    // Version 0 stores RoPE tables of seq_len rows, which a version 1 header may declare near 2^31 without
+    // holding them: that round trip only for contexts a version 0 file of the fuzzer's size could hold.
+    const bool small_context = std::int64_t{ck->config.max_position_embeddings} * ck->config.head_dim() <= 65536;
     for (auto version : {specdec::Llama2cVersion::kLegacy, specdec::Llama2cVersion::kFloat32}) {
+        if (version == specdec::Llama2cVersion::kLegacy && !small_context) continue;
         specdec::save_llama2c(dir / "again.bin", ck->config, ck->weights, version);
         const specdec::Checkpoint back = specdec::load_llama2c(dir / "again.bin");
         FUZZ_CHECK(same_bits(back.weights, ck->weights, ck->config), "save_llama2c then load_llama2c is exact");
     }
-    specdec::CpuModel model(ck->config, std::move(ck->weights));
+    std::optional<specdec::CpuModel> built;
+    try {
+        built.emplace(ck->config, std::move(ck->weights));
+    } catch (const specdec::error&) {
+        return;  // seq_len so near 2^31 that the KV rows (+ max_tree_nodes) outgrow an int: refused, naming it
+    }
+    specdec::CpuModel& model = *built;
     const int V = model.vocab_size();
     std::vector<int> tokens = {0, V - 1, V / 2};
     tokens.resize(static_cast<std::size_t>(std::min(3, model.context_size())));

@@ -234,6 +234,10 @@ void llama2c_seeds() {
     put("llama2c", "v0_untied", packed_llama2c(read(p), small_tokenizer));
     save_llama2c(p, tiny(1, false), random_weights(tiny(1, false), 7), Llama2cVersion::kFloat32);
     put("llama2c", "v1_untied", packed_llama2c(read(p), small_tokenizer));
+    std::string long_context = read(p);  // seq_len 2^31 - 2: loads, but no CpuModel has that many KV rows
+    const std::int32_t seq_len = INT32_MAX - 1;
+    std::memcpy(long_context.data() + 32, &seq_len, 4);
+    put("llama2c", "v1_seq_len_near_2e31", packed_llama2c(long_context, small_tokenizer));
     put("llama2c", "v2_tied", packed_llama2c(llama2c_q8(tiny(1, true), 4), bytes_tokenizer));
 }
 
