@@ -59,7 +59,7 @@ enum class Llama2cVersion { kLegacy = 0, kFloat32 = 1 };
 /// sizes are checked against the file's size before anything is allocated; the file must be exactly
 /// as long as they imply, and hold no NaN or Inf.
 SPECDEC_INLINE Checkpoint load_llama2c(const std::filesystem::path& path);
-/// Writes `w` as a llama2.c model .bin that run.c (version 0) or export.py's readers (version 1) load.
+/// Writes `w` as a llama2.c model .bin: version 0, the one run.c reads, or export.py's version 1 layout.
 /// The config must be one llama2.c can express: rope_theta 10000 and rms_norm_eps 1e-5.
 SPECDEC_INLINE void save_llama2c(const std::filesystem::path& path, const Config& c, const Weights& w,
                                  Llama2cVersion version = Llama2cVersion::kLegacy);
@@ -265,7 +265,7 @@ SPECDEC_INLINE Checkpoint load_llama2c(const std::filesystem::path& path) {
             return "is " + std::to_string(size) + " bytes, shorter than the 28-byte header of a legacy (version 0) llama2.c file";
         });
     }
-    // A file that is neither: say how it was read.
+    // Every error about a header without the magic says how it was read.
     const std::string hint = version == 0 ? " (read as a legacy version 0 header: the file does not start with the magic "
                                             "0x616b3432 'ak42' of versions 1 and 2)"
                                           : "";
