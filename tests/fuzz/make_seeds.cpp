@@ -185,6 +185,74 @@ void prompts_seeds() {
     put("prompts", "two.jsonl", "{\"id\":\"a\",\"kind\":\"k\",\"text\":\"hello\"}\n\n{\"id\":\"b\",\"kind\":\"q\",\"text\":\"x\"}\n");
 }
 
+/// A llama2.c model and tokenizer as one input: 4-byte little-endian length of the model, the model, the tokenizer.
+std::string packed_llama2c(const std::string& model, const std::string& tokenizer) {
+    std::string out(4, '\0');
+    const auto n = static_cast<std::uint32_t>(model.size());
+    std::memcpy(out.data(), &n, 4);
+    return out + model + tokenizer;
+}
+
+/// A version 2 (Q8_0) file for `c`: the version 1 header with version 2 and `group`, unit norms, and each
+/// matrix as int8 values i % 255 - 127 with one scale 0.01 per group.
+std::string llama2c_q8(const Config& c, std::int32_t group) {
+    const fs::path p = kScratch / "v1.bin";
+    save_llama2c(p, c, random_weights(c, 7), Llama2cVersion::kFloat32);
+    std::string out = read(p).substr(0, 256);
+    const std::int32_t version = 2;
+    std::memcpy(out.data() + 4, &version, 4);
+    std::memcpy(out.data() + 37, &group, 4);
+    Weights w;
+    w.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+    detail::for_each_llama2c_tensor(w, c, 2, [&](const detail::Llama2cTensor& t, std::vector<float>*) {
+        const std::int64_t n = t.rows * t.cols;
+        if (!t.matrix) {
+            const float one = 1.0f;
+            for (std::int64_t i = 0; i < n; ++i) out.append(reinterpret_cast<const char*>(&one), 4);
+            return;
+        }
+        for (std::int64_t i = 0; i < n; ++i) out += static_cast<char>(i % 255 - 127);
+        const float scale = 0.01f;
+        for (std::int64_t g = 0; g < n / group; ++g) out.append(reinterpret_cast<const char*>(&scale), 4);
+    });
+    return out;
+}
+
+void llama2c_seeds() {
+    const fs::path p = kScratch / "l2c.bin";
+    // The tokenizer: <unk>, <s>, </s>, the 256 byte tokens, then " ", letters and merges with scores.
+    std::vector<std::string> tokens = {"<unk>", "\n<s>\n", "\n</s>\n"};
+    std::vector<float> scores(3, 0.0f);
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        tokens.emplace_back(name);
+        scores.push_back(0.0f);
+    }
+    const std::vector<std::pair<std::string, float>> extra = {
+        {" ", -100.0f}, {"a", -100.0f}, {"e", -100.0f}, {"n", -100.0f}, {"an", 2.0f}, {" a", 3.0f}, {" an", 4.0f},
+        {"\xC3\xA9", -100.0f}, {"aa", 1.0f}, {"never", -1e11f}};
+    for (const auto& [t, s] : extra) {
+        tokens.push_back(t);
+        scores.push_back(s);
+    }
+    Llama2cTokenizer::from_vocab(tokens, scores).save(p);
+    const std::string bytes_tokenizer = read(p);
+    Llama2cTokenizer::from_vocab({"<unk>", "<s>", "</s>", " ", "a", "b", "ab"}, {0, 0, 0, -1, -1, -1, 5}).save(p);
+    const std::string small_tokenizer = read(p);
+    save_llama2c(p, tiny(1, true), random_weights(tiny(1, true), 5), Llama2cVersion::kLegacy);
+    put("llama2c", "v0_tied", packed_llama2c(read(p), bytes_tokenizer));
+    save_llama2c(p, tiny(2, false), random_weights(tiny(2, false), 6), Llama2cVersion::kLegacy);
+    put("llama2c", "v0_untied", packed_llama2c(read(p), small_tokenizer));
+    save_llama2c(p, tiny(1, false), random_weights(tiny(1, false), 7), Llama2cVersion::kFloat32);
+    put("llama2c", "v1_untied", packed_llama2c(read(p), small_tokenizer));
+    std::string long_context = read(p);  // seq_len 2^31 - 2: loads, but no CpuModel has that many KV rows
+    const std::int32_t seq_len = INT32_MAX - 1;
+    std::memcpy(long_context.data() + 32, &seq_len, 4);
+    put("llama2c", "v1_seq_len_near_2e31", packed_llama2c(long_context, small_tokenizer));
+    put("llama2c", "v2_tied", packed_llama2c(llama2c_q8(tiny(1, true), 4), bytes_tokenizer));
+}
+
 }  // namespace
 
 int main() try {
@@ -199,6 +267,7 @@ int main() try {
     bench_seeds();
     token_file_seeds();
     prompts_seeds();
+    llama2c_seeds();
     fs::remove_all(kScratch);
     std::printf("seeds written under %s\n", kSeeds.c_str());
     return 0;

@@ -49,7 +49,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-enum class Loader { kJson, kCheckpoint, kSafetensors, kTokenizer, kTokenFile, kGlide, kEdd };
+enum class Loader { kJson, kCheckpoint, kSafetensors, kTokenizer, kTokenFile, kGlide, kEdd, kLlama2c, kLlama2cTokenizer };
 
 struct Case {
     const char* path;                    // under tests/data/malformed/
@@ -162,6 +162,31 @@ const std::vector<Case> kCorpus = {
     {"edd/layer_as_string", Loader::kEdd, {"[specdec.edd]", "field 'edd_target_layer': expected an integer, found string \"0\""}},
     {"edd/one_tensor_claims_2e31_layers", Loader::kEdd,
      {"num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},
+    {"llama2c/truncated_header.bin", Loader::kLlama2c, {"[specdec.llama2c]", "is 20 bytes, shorter than the 28-byte header of a legacy (version 0) llama2.c file"}},
+    {"llama2c/truncated_v1_header.bin", Loader::kLlama2c, {"is 100 bytes, shorter than the 256-byte header of export.py's versions 1 and 2"}},
+    {"llama2c/data_past_end.bin", Loader::kLlama2c, {"is 1534 bytes, but its version 0 header (dim 8, hidden_dim 16, n_layers 1", "implies 3068 (tensor data runs past the end of the file)"}},
+    {"llama2c/trailing_bytes.bin", Loader::kLlama2c, {"is 3172 bytes, but its version 1 header", "implies 3168 (trailing bytes)"}},
+    {"llama2c/negative_dim.bin", Loader::kLlama2c, {"header field 'dim' = -8 must be > 0"}},
+    {"llama2c/zero_layers.bin", Loader::kLlama2c, {"header field 'n_layers' = 0 must be > 0"}},
+    {"llama2c/heads_not_dividing_dim.bin", Loader::kLlama2c, {"header field 'n_heads' = 3 does not divide dim 8"}},
+    {"llama2c/kv_heads_not_dividing_heads.bin", Loader::kLlama2c, {"header field 'n_kv_heads' = 3 does not divide n_heads 2"}},
+    {"llama2c/vocab_int_min.bin", Loader::kLlama2c, {"header field 'vocab_size' = -2147483648 is out of range"}},
+    {"llama2c/absurd_size.bin", Loader::kLlama2c, {"num_hidden_layers 2147483647", "(1 TiB)"}},
+    {"llama2c/bad_version.bin", Loader::kLlama2c, {"header version 3 is not supported"}},
+    {"llama2c/bad_magic.bin", Loader::kLlama2c, {"does not divide dim 1634415667", "does not start with the magic 0x616b3432"}},
+    {"llama2c/shared_flag_not_bool.bin", Loader::kLlama2c, {"header byte shared_classifier is 7 (must be 0 or 1)"}},
+    {"llama2c/q8_group_zero.bin", Loader::kLlama2c, {"header group_size = 0 must be > 0"}},
+    {"llama2c/q8_group_not_dividing.bin", Loader::kLlama2c, {"header group_size = 3 does not divide the 128 values of tensor 'token_embedding'"}},
+    {"llama2c/nan_weight.bin", Loader::kLlama2c, {"tensor 'wq[0]' holds NaN at element 5"}},
+    {"llama2c/tokenizer_empty.bin", Loader::kLlama2cTokenizer, {"[specdec.llama2c]", "is 0 bytes, shorter than the 4-byte max_token_length"}},
+    {"llama2c/tokenizer_no_tokens.bin", Loader::kLlama2cTokenizer, {"holds no tokens"}},
+    {"llama2c/tokenizer_negative_max_length.bin", Loader::kLlama2cTokenizer, {"max_token_length is -1 (negative)"}},
+    {"llama2c/tokenizer_negative_length.bin", Loader::kLlama2cTokenizer, {"token 1: length -5 is negative"}},
+    {"llama2c/tokenizer_length_past_end.bin", Loader::kLlama2cTokenizer, {"token 1: length 50 runs past the end of the file (2 bytes left)"}},
+    {"llama2c/tokenizer_length_2e31.bin", Loader::kLlama2cTokenizer, {"token 0: length 2147483647 runs past the end of the file (1 bytes left)"}},
+    {"llama2c/tokenizer_longer_than_max.bin", Loader::kLlama2cTokenizer, {"token 1: length 3 exceeds max_token_length 2"}},
+    {"llama2c/tokenizer_truncated_record.bin", Loader::kLlama2cTokenizer, {"token 1: the file ends 3 bytes after the last token"}},
+    {"llama2c/tokenizer_nan_score.bin", Loader::kLlama2cTokenizer, {"token 2 has score NaN"}},
 };
 
 const fs::path kCorpusDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/malformed";
@@ -184,6 +209,8 @@ void load(const fs::path& path, Loader loader, Target& target) {
             GlideModel<CpuModel> glide(ck.config, std::move(ck.weights), target.model);
             return;
         }
+        case Loader::kLlama2c: (void)load_llama2c(path); return;
+        case Loader::kLlama2cTokenizer: (void)Llama2cTokenizer::load(path); return;
         case Loader::kEdd: {
             EddCheckpoint ck = load_edd_checkpoint(path);
             CpuModel drafter(ck.config, std::move(ck.weights));

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "specdec.hpp"
@@ -291,10 +293,88 @@ void drafter_cases() {
     }());
 }
 
+/// A llama2.c model header: version 0 (7 int32) or export.py's 256 bytes (magic, version, 7 int32, the
+/// shared flag, the group size), with `data_bytes` zero bytes after it.
+std::string llama2c(const std::vector<std::int32_t>& p, int version = 0, std::size_t data_bytes = 0, int shared = 1,
+                    std::int32_t group = 0, std::uint32_t magic = 0x616b3432) {
+    std::string s;
+    if (version != 0) s = le32(magic) + le32(static_cast<std::uint32_t>(version));
+    for (std::int32_t v : p) s += le32(static_cast<std::uint32_t>(v));
+    if (version != 0) {
+        s += static_cast<char>(shared);
+        s += le32(static_cast<std::uint32_t>(group));
+        s.resize(256, '\0');
+    }
+    return s + std::string(data_bytes, '\0');
+}
+
+/// A tokenizer.bin: max_token_length, then (score, length, bytes) per token.
+std::string llama2c_tokenizer(std::int32_t max_len, const std::vector<std::tuple<float, std::int32_t, std::string>>& tokens) {
+    std::string s = le32(static_cast<std::uint32_t>(max_len));
+    for (const auto& [score, len, bytes] : tokens) {
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, &score, 4);
+        s += le32(bits) + le32(static_cast<std::uint32_t>(len)) + bytes;
+    }
+    return s;
+}
+
+void llama2c_cases() {
+    // A valid small model: dim 8, hidden_dim 16, 1 layer, 2 heads, 1 kv head, vocabulary 16, seq_len 8.
+    const Config c{.hidden_size = 8, .intermediate_size = 16, .num_hidden_layers = 1, .num_attention_heads = 2,
+                   .num_key_value_heads = 1, .vocab_size = 16, .max_position_embeddings = 8, .tie_word_embeddings = true};
+    const fs::path tmp = kRoot / "llama2c" / "tmp.bin";
+    fs::create_directories(tmp.parent_path());
+    save_llama2c(tmp, c, random_weights(c, 1, 0.3f), Llama2cVersion::kLegacy);
+    const std::string v0 = detail::read_text_file(tmp, "llama2c");
+    save_llama2c(tmp, c, random_weights(c, 1, 0.3f), Llama2cVersion::kFloat32);
+    const std::string v1 = detail::read_text_file(tmp, "llama2c");
+    fs::remove(tmp);
+    const std::vector<std::int32_t> ok = {8, 16, 1, 2, 1, 16, 8};
+    const auto with = [&](int field, std::int32_t value) {
+        std::vector<std::int32_t> p = ok;
+        p[static_cast<std::size_t>(field)] = value;
+        return p;
+    };
+    write("llama2c/truncated_header.bin", v0.substr(0, 20));
+    write("llama2c/truncated_v1_header.bin", v1.substr(0, 100));
+    write("llama2c/data_past_end.bin", v0.substr(0, v0.size() / 2));
+    write("llama2c/trailing_bytes.bin", v1 + "junk");
+    write("llama2c/negative_dim.bin", llama2c(with(0, -8)));
+    write("llama2c/zero_layers.bin", llama2c(with(2, 0), 1));
+    write("llama2c/heads_not_dividing_dim.bin", llama2c(with(3, 3)));
+    write("llama2c/kv_heads_not_dividing_heads.bin", llama2c(with(4, 3), 1));
+    write("llama2c/vocab_int_min.bin", llama2c(with(5, INT32_MIN)));
+    // dim 2^20, hidden_dim 2^29 and 2^31 - 1 layers: the parameter count overflows 64 bits.
+    write("llama2c/absurd_size.bin", llama2c({1 << 20, 1 << 29, INT32_MAX, 1 << 10, 1 << 10, INT32_MAX, INT32_MAX}));
+    write("llama2c/bad_version.bin", llama2c(ok, 3));
+    write("llama2c/bad_magic.bin", llama2c(ok, 1, v1.size() - 256, 1, 0, 0x616b3433));
+    write("llama2c/shared_flag_not_bool.bin", llama2c(ok, 1, v1.size() - 256, 7));
+    write("llama2c/q8_group_zero.bin", llama2c(ok, 2, 1000, 1, 0));
+    write("llama2c/q8_group_not_dividing.bin", llama2c(ok, 2, 1000, 1, 3));
+    write("llama2c/nan_weight.bin", [&] {
+        std::string s = v1;
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        std::memcpy(s.data() + 256 + 4 * (2 * 8 + 8 + 16 * 8 + 5), &nan, 4);  // the norms, the embedding, wq[0][5]
+        return s;
+    }());
+
+    write("llama2c/tokenizer_empty.bin", "");
+    write("llama2c/tokenizer_no_tokens.bin", llama2c_tokenizer(4, {}));
+    write("llama2c/tokenizer_negative_max_length.bin", llama2c_tokenizer(-1, {{0.0f, 1, "a"}}));
+    write("llama2c/tokenizer_negative_length.bin", llama2c_tokenizer(4, {{0.0f, 1, "a"}, {0.0f, -5, "bcdef"}}));
+    write("llama2c/tokenizer_length_past_end.bin", llama2c_tokenizer(100, {{0.0f, 1, "a"}, {0.0f, 50, "bc"}}));
+    write("llama2c/tokenizer_length_2e31.bin", llama2c_tokenizer(INT32_MAX, {{0.0f, INT32_MAX, "b"}}));
+    write("llama2c/tokenizer_longer_than_max.bin", llama2c_tokenizer(2, {{0.0f, 1, "a"}, {0.0f, 3, "abc"}}));
+    write("llama2c/tokenizer_truncated_record.bin", llama2c_tokenizer(4, {{0.0f, 1, "a"}}) + "\x01\x02\x03");
+    write("llama2c/tokenizer_nan_score.bin",
+          llama2c_tokenizer(4, {{0.0f, 1, "a"}, {0.0f, 1, "b"}, {std::numeric_limits<float>::quiet_NaN(), 2, "ab"}}));
+}
+
 }  // namespace
 
 int main() try {
-    for (const char* d : {"json", "checkpoint", "safetensors", "tokenizer", "token_file", "glide", "edd"})
+    for (const char* d : {"json", "checkpoint", "safetensors", "tokenizer", "token_file", "glide", "edd", "llama2c"})
         fs::remove_all(kRoot / d);
     json_cases();
     checkpoint_cases();
@@ -302,6 +382,7 @@ int main() try {
     tokenizer_cases();
     token_file_cases();
     drafter_cases();
+    llama2c_cases();
     return 0;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
