@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -177,6 +179,17 @@ inline void check_topk_tree(const specdec::Tree& t, const std::vector<ExpectNode
         if (i > 0) CHECK_THAT(t[i].draft_prob, Catch::WithinRel(want[i].prob, 1e-5f));
         if (i > 0) CHECK(t[i].draw == specdec::Draw::kTopK);
     }
+}
+
+/// Whether two models' tensors (visited by for_each_tensor) are equal bit for bit.
+inline bool same_bits(const specdec::Weights& a, const specdec::Weights& b, const specdec::Config& c) {
+    std::vector<const std::vector<float>*> xs, ys;
+    specdec::for_each_tensor(a, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { xs.push_back(&t); });
+    specdec::for_each_tensor(b, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { ys.push_back(&t); });
+    if (xs.size() != ys.size()) return false;
+    for (std::size_t i = 0; i < xs.size(); ++i)
+        if (xs[i]->size() != ys[i]->size() || std::memcmp(xs[i]->data(), ys[i]->data(), xs[i]->size() * 4) != 0) return false;
+    return true;
 }
 
 }  // namespace test

@@ -21,15 +21,6 @@ fs::path fresh_dir(const std::string& name) {
     return d;
 }
 
-bool same_bits(const Weights& a, const Weights& b, const Config& c) {
-    std::vector<const std::vector<float>*> xs, ys;
-    for_each_tensor(a, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { xs.push_back(&t); });
-    for_each_tensor(b, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { ys.push_back(&t); });
-    for (std::size_t i = 0; i < xs.size(); ++i)
-        if (xs[i]->size() != ys[i]->size() || std::memcmp(xs[i]->data(), ys[i]->data(), xs[i]->size() * 4) != 0) return false;
-    return xs.size() == ys.size();
-}
-
 void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
 
 }  // namespace
@@ -48,15 +39,15 @@ TEST_CASE("a checkpoint folder round-trips config and weights bit-exactly", "[ch
         CHECK(back.config.num_key_value_heads == cfg.num_key_value_heads);
         CHECK(back.config.rope_theta == cfg.rope_theta);
         CHECK(back.config.tie_word_embeddings == tied);
-        CHECK(same_bits(back.weights, w, cfg));
+        CHECK(test::same_bits(back.weights, w, cfg));
     }
     SECTION("bfloat16: rounding once, then stable") {
         save_checkpoint(dir, cfg, w, SaveFormat::kBF16);
         const Checkpoint once = load_checkpoint(dir);
-        CHECK_FALSE(same_bits(once.weights, w, cfg));
+        CHECK_FALSE(test::same_bits(once.weights, w, cfg));
         const fs::path dir2 = fresh_dir("ck_again");
         save_checkpoint(dir2, cfg, once.weights, SaveFormat::kBF16);
-        CHECK(same_bits(load_checkpoint(dir2).weights, once.weights, cfg));
+        CHECK(test::same_bits(load_checkpoint(dir2).weights, once.weights, cfg));
         // And the model built from it computes what the bf16 weights say.
         CpuModel m(once.config, once.weights);
         const Tree t = Tree::chain(std::vector<int>{1, 2});

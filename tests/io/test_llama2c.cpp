@@ -37,15 +37,6 @@ void append(std::string& s, T v) {
     s.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-bool same_bits(const Weights& a, const Weights& b, const Config& c) {
-    std::vector<const std::vector<float>*> xs, ys;
-    for_each_tensor(a, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { xs.push_back(&t); });
-    for_each_tensor(b, c, [&](const std::string&, const std::vector<float>& t, std::size_t) { ys.push_back(&t); });
-    for (std::size_t i = 0; i < xs.size(); ++i)
-        if (xs[i]->size() != ys[i]->size() || std::memcmp(xs[i]->data(), ys[i]->data(), xs[i]->size() * 4) != 0) return false;
-    return xs.size() == ys.size();
-}
-
 /// The logits (T, V) of a fresh model over `tokens`, as one chain.
 std::vector<float> chain_logits(const Config& c, const Weights& w, const std::vector<int>& tokens) {
     CpuModel m(c, w);
@@ -244,7 +235,7 @@ TEST_CASE("a model saved as llama2.c version 0 or 1 loads back bit for bit, logi
     CHECK(back.config.tie_word_embeddings == tied);
     CHECK(back.config.rope_theta == 10000.0f);
     CHECK(back.config.rms_norm_eps == 1e-5f);
-    CHECK(same_bits(back.weights, w, cfg));
+    CHECK(test::same_bits(back.weights, w, cfg));
     const std::vector<int> tokens = {1, 17, 4, 60, 33, 9, 2, 41};
     const std::vector<float> want = chain_logits(cfg, w, tokens), got = chain_logits(back.config, back.weights, tokens);
     REQUIRE(got.size() == want.size());

@@ -81,24 +81,11 @@ struct CsTwoLevel {  // CS(small, MaG), K [[4,0],[0,3]]
     using Sampled = SpeculativeSampling;
     explicit CsTwoLevel(World& w) : mag(w.bigram), level(w.small, mag, {.budget = 3}), proposer({4, 0}, level, mag) {}
 };
-struct CsThreeLevel {  // CS(mid, small, MaG), K [[2,2,0],[0,1,0],[0,0,3]], lenience 3 (example 06)
+struct CsThreeLevel : test::CsThreeLevels {  // CS(mid, small, MaG), K [[2,2,0],[0,1,0],[0,0,3]], lenience 3 (example 06)
     static constexpr const char* kName = "CS(mid, small, Max-Gram)";
-    using Small = Review<CpuModel, MaxGram>;
-    using BelowMid = Horizontal<Small, MaxGram>;
-    using Mid = Review<CpuModel, BelowMid>;
-    MaxGram mag;
-    Small small_level;
-    BelowMid below_mid;
-    Mid mid_level;
-    Horizontal<Mid, Small, MaxGram> proposer;
     Chain builder{.gamma = 4};
     using Sampled = SpeculativeSampling;
-    explicit CsThreeLevel(World& w)
-        : mag(w.bigram),
-          small_level(w.small, mag, {.budget = 3}),
-          below_mid({1, 0}, small_level, mag),
-          mid_level(w.mid, below_mid, {.budget = 1, .lenience = {3.0}}),
-          proposer({2, 2, 0}, mid_level, small_level, mag) {}
+    explicit CsThreeLevel(World& w) : CsThreeLevels(w) {}
 };
 struct CsTree {  // CS + tree: 8 children of each lead node, K [[1,3],[0,1]]
     static constexpr const char* kName = "CS + tree";

@@ -70,24 +70,11 @@ struct TokenTree {
         builder.draw = static_cast<DrawPolicy>(uniform_int(rng, 0, 2));
     }
 };
-struct CsDrafting {  // CS(mid, small, Max-Gram) as example 06 composes it
+struct CsDrafting : test::CsThreeLevels {  // CS(mid, small, Max-Gram) as example 06 composes it
     static constexpr const char* kName = "CS Drafting";
-    using Small = Review<CpuModel, MaxGram>;
-    using BelowMid = Horizontal<Small, MaxGram>;
-    using Mid = Review<CpuModel, BelowMid>;
-    MaxGram mag;
-    Small small_level;
-    BelowMid below_mid;
-    Mid mid_level;
-    Horizontal<Mid, Small, MaxGram> proposer;
     Chain builder;
     SpeculativeSampling sampled;
-    explicit CsDrafting(World& w)
-        : mag(w.bigram),
-          small_level(w.small, mag, {.budget = 3}),
-          below_mid({1, 0}, small_level, mag),
-          mid_level(w.mid, below_mid, {.budget = 1, .lenience = {3.0}}),
-          proposer({2, 2, 0}, mid_level, small_level, mag) {}
+    explicit CsDrafting(World& w) : CsThreeLevels(w) {}
     void shuffle(Rng& rng) { builder.gamma = uniform_int(rng, 1, 8); }
 };
 struct Glide {

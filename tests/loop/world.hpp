@@ -47,4 +47,23 @@ struct World {
     }
 };
 
+/// CS Drafting's three-level cascade as example 06 composes it: CS(mid, small, Max-Gram), K-matrix
+/// [[2,2,0],[0,1,0],[0,0,3]], lenience 3 at the mid level. A composition adds its builder and acceptor.
+struct CsThreeLevels {
+    using Small = specdec::Review<specdec::CpuModel, specdec::MaxGram>;
+    using BelowMid = specdec::Horizontal<Small, specdec::MaxGram>;
+    using Mid = specdec::Review<specdec::CpuModel, BelowMid>;
+    specdec::MaxGram mag;
+    Small small_level;
+    BelowMid below_mid;
+    Mid mid_level;
+    specdec::Horizontal<Mid, Small, specdec::MaxGram> proposer;
+    explicit CsThreeLevels(World& w)
+        : mag(w.bigram),
+          small_level(w.small, mag, {.budget = 3}),
+          below_mid({1, 0}, small_level, mag),
+          mid_level(w.mid, below_mid, {.budget = 1, .lenience = {3.0}}),
+          proposer({2, 2, 0}, mid_level, small_level, mag) {}
+};
+
 }  // namespace test
