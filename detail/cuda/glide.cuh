@@ -175,6 +175,12 @@ private:
             return "glide_target_rope_theta is " + std::to_string(cfg_.glide_target_rope_theta) +
                    ", but the target has rope_theta " + std::to_string(tc.rope_theta);
         });
+        // The cross queries rotate with theta^(-2j/d_k) alone: a target whose keys carry scaled
+        // frequencies would be read at the wrong angles.
+        detail::require(tc.rope_scaling.type == RopeScalingType::kNone, "cuda.glide", [] {
+            return std::string("the target has rope_scaling (linear or llama3); a GLIDE drafter's cross "
+                               "attention supports only an unscaled target RoPE");
+        });
     }
 
     void allocate() {
@@ -215,7 +221,7 @@ private:
         part_acc_ = DeviceBuffer<float>(rows * acc);
         part_ml_ = DeviceBuffer<float>(rows * heads_splits * 2);
         rope_cs_ = DeviceBuffer<float>(rows * hd);
-        inv_freq_ = to_device<double>(inverse_frequencies(hd, c.rope_theta));
+        inv_freq_ = to_device<double>(rope_inverse_frequencies(c));
         if (cfg_.glide_cross_attention) {
             cross_q_ = DeviceBuffer<float>(rows * Hc * hdc);
             cross_att_ = DeviceBuffer<__nv_bfloat16>(rows * Hc * hdc);

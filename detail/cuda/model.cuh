@@ -288,9 +288,7 @@ private:
         part_acc_ = DeviceBuffer<float>(rows * H * max_splits_ * hd);
         part_ml_ = DeviceBuffer<float>(rows * H * max_splits_ * 2);
         rope_cs_ = DeviceBuffer<float>(rows * hd);
-        std::vector<double> inv_freq(hd / 2);  // as CpuModel: theta^(-2j/hd) in double
-        for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(cfg_.rope_theta), -2.0 * j / hd);
-        inv_freq_ = to_device<double>(inv_freq);
+        inv_freq_ = to_device<double>(rope_inverse_frequencies(cfg_));  // as CpuModel, rope_scaling applied
         const std::size_t inputs = 4 + 2 * rows + rows * mask_words_;
         inputs_ = DeviceBuffer<std::int32_t>(inputs);
         staging_ = PinnedBuffer<std::int32_t>(inputs);

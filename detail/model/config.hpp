@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <string>
+#include <vector>
 
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
@@ -29,9 +31,32 @@ constexpr std::int64_t add_sat(std::int64_t a, std::int64_t b) {
 
 }  // namespace detail
 
+/// How RoPE's frequencies are stretched for contexts longer than the model was pretrained on, as
+/// HF's config.json `rope_scaling` says (transformers, modeling_rope_utils.py).
+enum class RopeScalingType {
+    kNone,    // rope_scaling null (or rope_type "default"): theta^(-2j/hd)
+    kLinear,  // {"rope_type": "linear", "factor"}: every frequency / factor (position interpolation)
+    kLlama3,  // {"rope_type": "llama3", ...}: low frequencies / factor, high kept, a smooth ramp between
+};
+
+struct RopeScaling {
+    RopeScalingType type = RopeScalingType::kNone;
+    float factor = 1.0f;                        // linear and llama3
+    float low_freq_factor = 1.0f;               // llama3
+    float high_freq_factor = 4.0f;              // llama3
+    int original_max_position_embeddings = 8192;  // llama3: the pretraining context
+};
+
+namespace detail {
+/// Throws naming the rope_scaling field whose value cannot work (factor <= 0, high <= low, ...).
+SPECDEC_INLINE void validate_rope_scaling(const RopeScaling& s);
+}  // namespace detail
+
 /// Shape letters used on every buffer: L layers, D = hidden_size, F = intermediate_size, H heads,
-/// Hkv kv-heads, hd = D / H, V vocab, N tree nodes, T committed tokens, C cache capacity.
-/// Field names are HF's, so config.json maps 1:1 (use designated initialisers).
+/// Hkv kv-heads, hd = head_dim() (D / H unless config.json says otherwise), V vocab, N tree nodes,
+/// T committed tokens, C cache capacity.
+/// Field names are HF's, so config.json maps 1:1 (use designated initialisers); HF's `head_dim` is
+/// `attention_head_dim` here, since head_dim() is the value every model reads.
 struct Config {
     int hidden_size = 288;                // D
     int intermediate_size = 768;          // F (SwiGLU width)
@@ -43,8 +68,11 @@ struct Config {
     float rms_norm_eps = 1e-5f;           // RMSNorm epsilon
     int max_position_embeddings = 2048;   // longest committed sequence
     bool tie_word_embeddings = false;     // lm_head shares embed_tokens
+    int attention_head_dim = 0;           // hd (HF's head_dim); 0 = hidden_size / num_attention_heads
+    RopeScaling rope_scaling{};           // RoPE frequency scaling (none by default)
 
-    int head_dim() const { return hidden_size / num_attention_heads; }
+    int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_attention_heads; }
+    int q_dim() const { return num_attention_heads * head_dim(); }  // H*hd, the rows of q_proj
     int kv_dim() const { return num_key_value_heads * head_dim(); }
 
     /// Parameters of the embedding, of one layer, and in all (lm_head included unless tied), in 64 bits,
@@ -52,8 +80,9 @@ struct Config {
     std::int64_t embedding_parameters() const { return detail::mul_sat(vocab_size, hidden_size); }
     std::int64_t layer_parameters() const {
         using detail::add_sat, detail::mul_sat;
-        const std::int64_t D = hidden_size, kv = std::int64_t{num_key_value_heads} * (hidden_size / num_attention_heads);
-        const std::int64_t attention = mul_sat(D, add_sat(2 * D, 2 * kv));  // q, o (D x D) and k, v (kv x D)
+        const std::int64_t hd = attention_head_dim > 0 ? attention_head_dim : hidden_size / num_attention_heads;
+        const std::int64_t D = hidden_size, q = mul_sat(num_attention_heads, hd), kv = mul_sat(num_key_value_heads, hd);
+        const std::int64_t attention = mul_sat(D, add_sat(2 * q, 2 * kv));  // q (q x D), o (D x q), k, v (kv x D)
         const std::int64_t mlp = mul_sat(3, mul_sat(intermediate_size, D));   // gate, up, down (F x D)
         return add_sat(add_sat(attention, mlp), 2 * D);                      // + the two norms
     }
@@ -68,6 +97,10 @@ struct Config {
     void validate() const;
 };
 
+/// RoPE's inverse frequencies (hd/2) for `c`: theta^(-2j/hd), then scaled as c.rope_scaling says.
+/// Every model (CPU, CUDA, trainable) takes its rotation angles position * inv_freq[j] from here.
+SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c);
+
 #if SPECDEC_BODIES
 SPECDEC_INLINE void Config::validate() const {
     const auto positive = [](int v, const char* field) {
@@ -80,9 +113,12 @@ SPECDEC_INLINE void Config::validate() const {
     positive(num_key_value_heads, "num_key_value_heads");
     positive(vocab_size, "vocab_size");
     positive(max_position_embeddings, "max_position_embeddings");
-    detail::require(hidden_size % num_attention_heads == 0, "config", [&] {
+    detail::require(attention_head_dim >= 0, "config", [&] {
+        return "head_dim must be > 0 (or 0: hidden_size / num_attention_heads), got " + std::to_string(attention_head_dim);
+    });
+    detail::require(attention_head_dim > 0 || hidden_size % num_attention_heads == 0, "config", [&] {
         return "hidden_size " + std::to_string(hidden_size) + " is not a multiple of num_attention_heads " +
-               std::to_string(num_attention_heads);
+               std::to_string(num_attention_heads) + " (and no head_dim is given)";
     });
     detail::require(head_dim() % 2 == 0, "config",
                     [&] { return "head_dim " + std::to_string(head_dim()) + " must be even for RoPE"; });
@@ -98,10 +134,13 @@ SPECDEC_INLINE void Config::validate() const {
     // parameters fit kMaxParameterBytes, so a config.json claiming absurd sizes is named here rather
     // than ending in bad_alloc or a wrapped int.
     constexpr std::int64_t kInt = std::numeric_limits<int>::max();
-    detail::require(std::int64_t{hidden_size} + 2 * std::int64_t{kv_dim()} <= kInt, "config", [&] {
-        return "hidden_size " + std::to_string(hidden_size) + " + 2 x the kv width " + std::to_string(kv_dim()) +
-               " (the fused q|k|v rows) exceeds " + std::to_string(kInt);
+    const std::int64_t qd = detail::mul_sat(num_attention_heads, head_dim()),
+                       kvd = detail::mul_sat(num_key_value_heads, head_dim());
+    detail::require(detail::add_sat(qd, 2 * kvd) <= kInt, "config", [&] {
+        return "the q width " + std::to_string(qd) + " + 2 x the kv width " + std::to_string(kvd) +
+               " (the fused q|k|v rows: heads x head_dim) exceeds " + std::to_string(kInt);
     });
+    detail::validate_rope_scaling(rope_scaling);
     detail::require(2 * std::int64_t{intermediate_size} <= kInt, "config", [&] {
         return "intermediate_size " + std::to_string(intermediate_size) + " x 2 (the fused gate|up rows) exceeds " +
                std::to_string(kInt);
@@ -117,6 +156,60 @@ SPECDEC_INLINE void Config::validate() const {
                " bytes per layer (intermediate_size " + std::to_string(intermediate_size) + ")";
     });
 }
+
+SPECDEC_INLINE void detail::validate_rope_scaling(const RopeScaling& s) {
+    if (s.type == RopeScalingType::kNone) return;
+    const auto finite_positive = [](float v, const char* field) {
+        detail::require(std::isfinite(v) && v > 0.0f, "config",
+                        [&] { return std::string("rope_scaling.") + field + " must be > 0, got " + std::to_string(v); });
+    };
+    finite_positive(s.factor, "factor");
+    if (s.type != RopeScalingType::kLlama3) return;
+    finite_positive(s.low_freq_factor, "low_freq_factor");
+    finite_positive(s.high_freq_factor, "high_freq_factor");
+    // HF divides by (high - low) in the smoothing ramp: equal factors would make it 0/0.
+    detail::require(s.high_freq_factor > s.low_freq_factor, "config", [&] {
+        return "rope_scaling.high_freq_factor " + std::to_string(s.high_freq_factor) +
+               " must exceed low_freq_factor " + std::to_string(s.low_freq_factor);
+    });
+    detail::require(s.original_max_position_embeddings > 0, "config", [&] {
+        return "rope_scaling.original_max_position_embeddings must be > 0, got " +
+               std::to_string(s.original_max_position_embeddings);
+    });
+}
+
+SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c) {
+    const int hd = c.head_dim();
+    std::vector<double> inv_freq(static_cast<std::size_t>(hd / 2));
+    for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(c.rope_theta), -2.0 * j / hd);
+    const RopeScaling& s = c.rope_scaling;
+    switch (s.type) {
+        case RopeScalingType::kNone: break;
+        case RopeScalingType::kLinear:  // transformers' _compute_linear_scaling_rope_parameters
+            for (double& f : inv_freq) f /= s.factor;
+            break;
+        case RopeScalingType::kLlama3: {
+            // transformers' _compute_llama3_parameters (Llama 3.1): wavelengths longer than the
+            // pretraining context / low_freq_factor are stretched by `factor`, those shorter than
+            // context / high_freq_factor kept, and the band between interpolated linearly in
+            // context / wavelength.
+            const double old_context = s.original_max_position_embeddings;
+            const double low_wavelen = old_context / s.low_freq_factor, high_wavelen = old_context / s.high_freq_factor;
+            for (double& f : inv_freq) {
+                const double wavelen = 2.0 * std::numbers::pi / f;
+                if (wavelen > low_wavelen) {
+                    f /= s.factor;
+                } else if (wavelen >= high_wavelen) {
+                    const double smooth = (old_context / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                    f = (1.0 - smooth) * f / s.factor + smooth * f;
+                }
+            }
+            break;
+        }
+    }
+    return inv_freq;
+}
+
 #endif  // SPECDEC_BODIES
 
 }  // namespace specdec

@@ -574,9 +574,7 @@ SPECDEC_INLINE void CpuModel::prepare_matrices() {
         mats_[l].down = make(nullptr, {&lw.w_down}, D, Fw);
     }
     head_ = make(nullptr, {&w_.output_matrix()}, cfg_.vocab_size, D);
-    inv_freq_.resize(cfg_.head_dim() / 2);
-    for (int j = 0; j < cfg_.head_dim() / 2; ++j)
-        inv_freq_[j] = std::pow(static_cast<double>(cfg_.rope_theta), -2.0 * j / cfg_.head_dim());
+    inv_freq_ = rope_inverse_frequencies(cfg_);  // rope_scaling applied
 }
 
 SPECDEC_INLINE void CpuModel::attend(const float* kc, const float* vc, const std::vector<std::vector<int>>& visible) {

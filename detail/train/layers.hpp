@@ -354,14 +354,19 @@ struct RopeTable {
     std::vector<float> backward;  // (N, hd/2, 2) (cos, -sin): the inverse rotation
 };
 
-inline RopeTable rope_table(std::span<const int> positions, int hd, float theta) {
-    std::vector<double> inv_freq(static_cast<std::size_t>(hd / 2));
-    for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
-    RopeTable t{hd, {}, {}};
+inline RopeTable rope_table(std::span<const int> positions, std::span<const double> inv_freq) {
+    RopeTable t{static_cast<int>(2 * inv_freq.size()), {}, {}};
     detail::rope_table(t.forward, positions, inv_freq);
     t.backward = t.forward;
     for (std::size_t i = 1; i < t.backward.size(); i += 2) t.backward[i] = -t.backward[i];
     return t;
+}
+
+/// The table for theta^(-2j/hd), no scaling (a GLIDE drafter's cross queries, which rotate as its target's keys).
+inline RopeTable rope_table(std::span<const int> positions, int hd, float theta) {
+    std::vector<double> inv_freq(static_cast<std::size_t>(hd / 2));
+    for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
+    return rope_table(positions, inv_freq);
 }
 
 /// x (N, n_heads, hd) rotated in place by cs (N, hd/2, 2), a RopeTable's forward or backward.

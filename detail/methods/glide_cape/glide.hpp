@@ -470,6 +470,12 @@ private:
                 return "glide_target_rope_theta is " + std::to_string(cfg_.glide_target_rope_theta) +
                        ", but the target has rope_theta " + std::to_string(tc.rope_theta);
             });
+            // The cross queries rotate with theta^(-2j/d_k) alone: a target whose keys carry scaled
+            // frequencies would be read at the wrong angles.
+            detail::require(tc.rope_scaling.type == RopeScalingType::kNone, "glide", [] {
+                return std::string("the target has rope_scaling (linear or llama3); a GLIDE drafter's cross "
+                                   "attention supports only an unscaled target RoPE");
+            });
         }
     }
 
@@ -630,7 +636,7 @@ private:
             for (int j = 0; j < hd / 2; ++j) f[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
             return f;
         };
-        inv_freq_ = frequencies(c.head_dim(), c.rope_theta);
+        inv_freq_ = rope_inverse_frequencies(c);  // rope_scaling applied, as CpuModel
         // The cross queries rotate like the target's keys: the target's head_dim and RoPE base.
         if (cfg_.glide_cross_attention) cross_inv_freq_ = frequencies(cfg_.glide_cross_head_dim, cfg_.glide_target_rope_theta);
     }

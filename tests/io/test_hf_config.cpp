@@ -1,0 +1,289 @@
+// HF configs as users have them: head_dim apart from hidden_size / heads, rope_scaling (linear,
+// llama3), and the fields this Llama cannot honour refused by name.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fresh_dir(const std::string& name) {
+    const fs::path d = fs::temp_directory_path() / ("specdec_test_" + name);
+    fs::remove_all(d);
+    fs::create_directories(d);
+    return d;
+}
+
+void write_text(const fs::path& p, const std::string& s) { std::ofstream(p) << s; }
+
+/// A config.json of the tiny shape with `extra` members appended (",\"k\": v" each).
+std::string config_json(const std::string& extra) {
+    return "{\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+           "\"num_key_value_heads\":2,\"vocab_size\":64,\"max_position_embeddings\":128" +
+           extra + "}";
+}
+
+Config load_text(const std::string& name, const std::string& text) {
+    const fs::path dir = fresh_dir(name);
+    write_text(dir / "config.json", text);
+    return load_config(dir / "config.json");
+}
+
+/// The plain Llama forward over `tokens` (positions 0..T-1, causal), written from HF's
+/// LlamaForCausalLM in double: rotate-half RoPE at theta^(-2j/hd) / `scale`, GQA by head // group.
+/// Independent of CpuModel except for the weights it reads; returns (T, V) logits.
+std::vector<double> plain_forward(const Config& c, const Weights& w, const std::vector<int>& tokens, double scale) {
+    const int T = static_cast<int>(tokens.size()), D = c.hidden_size, H = c.num_attention_heads;
+    const int Hkv = c.num_key_value_heads, hd = c.head_dim(), F = c.intermediate_size, V = c.vocab_size;
+    const int group = H / Hkv;
+    const auto linear = [](const std::vector<float>& W, const std::vector<double>& x, int out) {
+        const int in = static_cast<int>(x.size());
+        std::vector<double> y(out, 0.0);
+        for (int o = 0; o < out; ++o)
+            for (int i = 0; i < in; ++i) y[o] += double(W[static_cast<std::size_t>(o) * in + i]) * x[i];
+        return y;
+    };
+    const auto rmsnorm = [&](const std::vector<double>& x, const std::vector<float>& g) {
+        double ss = 0.0;
+        for (double v : x) ss += v * v;
+        const double r = 1.0 / std::sqrt(ss / x.size() + c.rms_norm_eps);
+        std::vector<double> y(x.size());
+        for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] * r * g[i];
+        return y;
+    };
+    const auto rope = [&](std::vector<double>& v, int heads, int pos) {
+        for (int h = 0; h < heads; ++h)
+            for (int j = 0; j < hd / 2; ++j) {
+                const double f = std::pow(double(c.rope_theta), -2.0 * j / hd) / scale, a = pos * f;
+                double& x1 = v[h * hd + j];
+                double& x2 = v[h * hd + j + hd / 2];
+                const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
+                x1 = r1;
+                x2 = r2;
+            }
+    };
+    std::vector<std::vector<double>> x(T);
+    for (int t = 0; t < T; ++t) x[t].assign(w.embed.begin() + tokens[t] * D, w.embed.begin() + (tokens[t] + 1) * D);
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+        const LayerWeights& lw = w.layers[l];
+        std::vector<std::vector<double>> q(T), k(T), v(T);
+        for (int t = 0; t < T; ++t) {
+            const std::vector<double> h = rmsnorm(x[t], lw.attn_norm);
+            q[t] = linear(lw.wq, h, H * hd);
+            k[t] = linear(lw.wk, h, Hkv * hd);
+            v[t] = linear(lw.wv, h, Hkv * hd);
+            rope(q[t], H, t);
+            rope(k[t], Hkv, t);
+        }
+        for (int t = 0; t < T; ++t) {
+            std::vector<double> att(H * hd, 0.0);
+            for (int h = 0; h < H; ++h) {
+                const int kh = h / group;
+                std::vector<double> s(t + 1);
+                double mx = -1e300, sum = 0.0;
+                for (int u = 0; u <= t; ++u) {
+                    s[u] = 0.0;
+                    for (int d = 0; d < hd; ++d) s[u] += q[t][h * hd + d] * k[u][kh * hd + d];
+                    s[u] /= std::sqrt(double(hd));
+                    mx = std::max(mx, s[u]);
+                }
+                for (double& e : s) sum += (e = std::exp(e - mx));
+                for (int u = 0; u <= t; ++u)
+                    for (int d = 0; d < hd; ++d) att[h * hd + d] += s[u] / sum * v[u][kh * hd + d];
+            }
+            const std::vector<double> o = linear(lw.wo, att, D);
+            for (int i = 0; i < D; ++i) x[t][i] += o[i];
+            const std::vector<double> h = rmsnorm(x[t], lw.mlp_norm);
+            const std::vector<double> g = linear(lw.w_gate, h, F), up = linear(lw.w_up, h, F);
+            std::vector<double> act(F);
+            for (int i = 0; i < F; ++i) act[i] = g[i] / (1.0 + std::exp(-g[i])) * up[i];
+            const std::vector<double> down = linear(lw.w_down, act, D);
+            for (int i = 0; i < D; ++i) x[t][i] += down[i];
+        }
+    }
+    std::vector<double> logits;
+    for (int t = 0; t < T; ++t) {
+        const std::vector<double> y = linear(w.output_matrix(), rmsnorm(x[t], w.norm), V);
+        logits.insert(logits.end(), y.begin(), y.end());
+    }
+    return logits;
+}
+
+/// Largest |a - b| over the (T, V) logits.
+double max_diff(const std::vector<double>& want, Rows got) {
+    double worst = 0.0;
+    for (std::size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::abs(want[i] - double(got.data[i])));
+    return worst;
+}
+
+}  // namespace
+
+TEST_CASE("a model whose head_dim is not hidden_size / heads matches a plain forward written from HF's Llama",
+          "[checkpoint][head_dim]") {
+    // D = 32 with 4 heads of 16 (not 8): q_proj is (64, 32), o_proj (32, 64), as in Gemma-like or
+    // Mistral-Nemo-like configs; GQA 4 -> 2 and an untied head.
+    Config cfg = test::tiny_config();
+    cfg.attention_head_dim = 16;
+    REQUIRE(cfg.head_dim() == 16);
+    REQUIRE(cfg.q_dim() == 64);
+    const Weights w = random_weights(cfg, 11, 0.3f);
+    CHECK(w.layers[0].wq.size() == 64u * 32u);
+    CHECK(w.layers[0].wo.size() == 32u * 64u);
+    const std::vector<int> tokens{3, 17, 42, 5, 9, 60, 1, 33};
+    const std::vector<double> want = plain_forward(cfg, w, tokens, 1.0);
+
+    SECTION("the reference and the fast model, the whole text in one forward (float32 tolerance 2e-4)") {
+        const bool reference = GENERATE(true, false);
+        CpuModel model(cfg, w, ModelOptions{.reference = reference});
+        CHECK(max_diff(want, model.forward(Tree::chain(tokens))) < 2e-4);
+    }
+    SECTION("through a checkpoint folder: config.json carries head_dim, and the logits are the same") {
+        const fs::path dir = fresh_dir("ck_head_dim");
+        save_checkpoint(dir, cfg, w, SaveFormat::kF32);
+        Checkpoint ck = load_checkpoint(dir);
+        CHECK(ck.config.head_dim() == 16);
+        CpuModel model(ck.config, std::move(ck.weights), ModelOptions{.reference = true});
+        CHECK(max_diff(want, model.forward(Tree::chain(tokens))) < 2e-4);
+    }
+    SECTION("decoded one token at a time, each step's logits are the whole text's rows") {
+        CpuModel model(cfg, w);
+        for (std::size_t t = 0; t < tokens.size(); ++t) {
+            const Rows r = model.forward(Tree::chain(std::vector<int>{tokens[t]}));
+            const std::vector<double> row(want.begin() + t * cfg.vocab_size, want.begin() + (t + 1) * cfg.vocab_size);
+            CHECK(max_diff(row, r) < 2e-4);
+            model.commit(std::vector<int>{0});
+        }
+    }
+}
+
+TEST_CASE("linear rope_scaling divides every frequency: the logits are those of positions / factor",
+          "[checkpoint][rope]") {
+    Config cfg = test::tiny_config();
+    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLinear, .factor = 4.0f};
+    const Weights w = random_weights(cfg, 12, 0.3f);
+    const std::vector<int> tokens{3, 17, 42, 5, 9, 60};
+    CpuModel model(cfg, w, ModelOptions{.reference = true});
+    CHECK(max_diff(plain_forward(cfg, w, tokens, 4.0), model.forward(Tree::chain(tokens))) < 2e-4);
+}
+
+TEST_CASE("rope_scaling llama3 gives HF's inverse frequencies", "[checkpoint][rope]") {
+    // Llama-3.1-8B's config.json: hd 128, theta 500000, factor 8, low 1, high 4, original context 8192.
+    const Config cfg = load_text("rope_llama3",
+                                 "{\"hidden_size\":4096,\"intermediate_size\":14336,\"num_hidden_layers\":1,"
+                                 "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"vocab_size\":128256,"
+                                 "\"max_position_embeddings\":131072,\"rope_theta\":500000.0,\"model_type\":\"llama\","
+                                 "\"rope_scaling\":{\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                                 "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}}");
+    REQUIRE(cfg.rope_scaling.type == RopeScalingType::kLlama3);
+    CHECK(cfg.max_position_embeddings == 131072);
+    const std::vector<double> got = rope_inverse_frequencies(cfg);
+    REQUIRE(got.size() == 64);
+    // transformers, src/transformers/modeling_rope_utils.py, _compute_llama3_parameters:
+    //   low_freq_wavelen = old_context_len / low_freq_factor; high_freq_wavelen = old_context_len / high_freq_factor
+    //   wavelen = 2 * pi / inv_freq
+    //   inv_freq_llama = where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+    //   smooth_factor = (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+    //   smoothed = (1 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama
+    //   is_medium = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+    //   inv_freq_llama = where(is_medium, smoothed, inv_freq_llama)
+    int low = 0, medium = 0, high = 0;
+    for (int j = 0; j < 64; ++j) {
+        const double inv = 1.0 / std::pow(500000.0, 2.0 * j / 128.0), wavelen = 2.0 * std::numbers::pi / inv;
+        double want = wavelen > 8192.0 / 1.0 ? inv / 8.0 : inv;
+        if (!(wavelen < 8192.0 / 4.0) && !(wavelen > 8192.0 / 1.0)) {
+            const double smooth = (8192.0 / wavelen - 1.0) / (4.0 - 1.0);
+            want = (1.0 - smooth) * want / 8.0 + smooth * want;
+            ++medium;
+        } else {
+            (wavelen > 8192.0 ? low : high)++;
+        }
+        CHECK_THAT(got[j], Catch::WithinRel(want, 1e-12));
+    }
+    // The three bands are all exercised: high frequencies kept, low ones / 8, a ramp between.
+    CHECK(low > 0);
+    CHECK(medium > 0);
+    CHECK(high > 0);
+    CHECK(got[0] == 1.0);
+    CHECK_THAT(got[63], Catch::WithinRel(std::pow(500000.0, -126.0 / 128.0) / 8.0, 1e-12));
+}
+
+TEST_CASE("rope_scaling round-trips through config.json, and the older 'type' key reads", "[checkpoint][rope]") {
+    Config cfg = test::tiny_config();
+    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 32.0f, .low_freq_factor = 1.0f,
+                                   .high_freq_factor = 4.0f, .original_max_position_embeddings = 64};
+    cfg.attention_head_dim = 16;
+    const fs::path dir = fresh_dir("rope_roundtrip");
+    save_config(cfg, dir / "config.json");
+    const Config back = load_config(dir / "config.json");
+    CHECK(back.rope_scaling.type == RopeScalingType::kLlama3);
+    CHECK(back.rope_scaling.factor == 32.0f);
+    CHECK(back.rope_scaling.original_max_position_embeddings == 64);
+    CHECK(back.attention_head_dim == 16);
+    CHECK(rope_inverse_frequencies(back) == rope_inverse_frequencies(cfg));
+
+    const Config linear = load_text("rope_type", config_json(",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}"));
+    CHECK(linear.rope_scaling.type == RopeScalingType::kLinear);
+    CHECK(linear.rope_scaling.factor == 2.0f);
+    const Config plain = load_text("rope_default", config_json(",\"rope_scaling\":{\"rope_type\":\"default\"}"));
+    CHECK(plain.rope_scaling.type == RopeScalingType::kNone);
+    // A head_dim equal to hidden_size / heads is the default, not an override.
+    CHECK(load_text("head_dim_same", config_json(",\"head_dim\":8")).attention_head_dim == 0);
+}
+
+TEST_CASE("a 128k-position llama3-scaled config builds and runs a model without allocating per position",
+          "[checkpoint][rope]") {
+    Config cfg = test::tiny_config();
+    cfg.max_position_embeddings = 131072;
+    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .low_freq_factor = 1.0f,
+                                   .high_freq_factor = 4.0f, .original_max_position_embeddings = 64};
+    CpuModel model(cfg, random_weights(cfg, 3, 0.3f));
+    CHECK(model.context_size() == 131072);
+    // KV rows grow by doubling from what is used (kv_cache.hpp), so building it took no 131072-row
+    // cache; the RoPE table is per forward's nodes, the frequencies per hd/2.
+    const Rows r = model.forward(Tree::chain(std::vector<int>{1, 2, 3}));
+    CHECK(r.rows() == 3);
+    model.commit(std::vector<int>{0, 1, 2});
+    CHECK(model.kv(0).len == 3);
+}
+
+TEST_CASE("config fields this Llama cannot honour are refused naming the field and value", "[checkpoint][errors]") {
+    const auto refused = [](const std::string& name, const std::string& extra) {
+        return [=] { (void)load_text(name, config_json(extra)); };
+    };
+    CHECK_THROWS_WITH(refused("qwen2", ",\"model_type\":\"qwen2\"")(),
+                      Catch::StartsWith("[specdec.checkpoint] ") && Catch::Contains("config.json") &&
+                          Catch::Contains("model_type 'qwen2' is not supported") && Catch::Contains("biases"));
+    CHECK_THROWS_WITH(refused("gpt2", ",\"model_type\":\"gpt2\"")(), Catch::Contains("model_type 'gpt2'"));
+    CHECK_THROWS_WITH(refused("bias", ",\"attention_bias\":true")(), Catch::Contains("attention_bias = true"));
+    CHECK_THROWS_WITH(refused("mistral", ",\"model_type\":\"mistral\",\"sliding_window\":4096")(),
+                      Catch::Contains("sliding_window = 4096 is not supported"));
+    CHECK_THROWS_WITH(refused("mixtral", ",\"num_local_experts\":8")(), Catch::Contains("num_local_experts = 8"));
+    CHECK_THROWS_WITH(refused("moe", ",\"num_experts\":60")(), Catch::Contains("num_experts = 60"));
+    CHECK_THROWS_WITH(refused("gelu", ",\"hidden_act\":\"gelu\"")(), Catch::Contains("hidden_act 'gelu'"));
+    CHECK_THROWS_WITH(refused("yarn", ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}")(),
+                      Catch::Contains("field 'rope_scaling.rope_type' = 'yarn' is not supported"));
+    CHECK_THROWS_WITH(refused("dynamic", ",\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":4.0}")(),
+                      Catch::Contains("field 'rope_scaling.type' = 'dynamic'"));
+    CHECK_THROWS_WITH(refused("rope_array", ",\"rope_scaling\":[1]")(), Catch::Contains("field 'rope_scaling' is"));
+    CHECK_THROWS_WITH(refused("rope_nofactor", ",\"rope_scaling\":{\"rope_type\":\"linear\"}")(),
+                      Catch::Contains("field 'rope_scaling.factor' is missing"));
+    CHECK_THROWS_WITH(refused("rope_zero", ",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":0}")(),
+                      Catch::Contains("rope_scaling.factor must be > 0"));
+    CHECK_THROWS_WITH(refused("rope_band",
+                              ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,"
+                              "\"high_freq_factor\":4,\"original_max_position_embeddings\":8192}")(),
+                      Catch::Contains("high_freq_factor 4.000000 must exceed low_freq_factor"));
+    CHECK_THROWS_WITH(refused("head_dim_neg", ",\"head_dim\":-8")(), Catch::Contains("field 'head_dim' = -8"));
+    CHECK_THROWS_WITH(refused("head_dim_odd", ",\"head_dim\":7")(), Catch::Contains("head_dim 7 must be even"));
+    // Accepted: Mistral without a sliding window, a dense model saying num_experts 0, our own drafters' types.
+    CHECK(load_text("mistral_ok", config_json(",\"model_type\":\"mistral\",\"sliding_window\":null")).hidden_size == 32);
+    CHECK(load_text("dense_ok", config_json(",\"num_experts\":0")).hidden_size == 32);
+}
