@@ -111,14 +111,17 @@
 // ---- io: file formats
 #include "detail/io/json.hpp"                         // defines: json::Value, json::parse, json::dump
 #include "detail/io/safetensors.hpp"                  // defines: SafetensorsFile, write_safetensors, DType
+#include "detail/io/checkpoint_tensors.hpp"           // defines: CheckpointTensors (one model.safetensors or an index's shards)
 #include "detail/io/checkpoint.hpp"                   // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level and SentencePiece-style BPE, HF tokenizer.json)
+#include "detail/io/vocab_compat.hpp"                 // defines: check_vocab_compatible, VocabCompatibility (drafter vs target vocabularies)
 #include "detail/io/llama2c.hpp"                      // defines: load_llama2c, save_llama2c, Llama2cTokenizer (llama2.c .bin files)
 #include "detail/io/train_state.hpp"                  // defines: save_train_state, load_train_state (resumable training)
 
 // ---- policies: the generic Proposers, TreeBuilders, Verifier and Acceptors
 #include "detail/policies/next_token.hpp"             // defines: prefill, next_token_logits, next_token_distribution
 #include "detail/policies/proposers.hpp"              // defines: ModelProposer, NoProposer
+#include "detail/policies/padded_vocab.hpp"           // defines: PaddedVocabProposer (a drafter whose vocabulary is a prefix of the target's)
 #include "detail/policies/tree_builders.hpp"          // defines: RootOnly, Chain, KAryTree, DrawPolicy
 #include "detail/policies/verifier.hpp"               // defines: TreeVerifier
 #include "detail/policies/acceptors.hpp"              // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling

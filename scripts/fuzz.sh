@@ -19,10 +19,10 @@ shift $(( $# > 0 ? 1 : 0 ))
 
 # name and -max_len: the largest input worth mutating (the real tokenizer.json seed is 105 KiB).
 declare -A max_len=(
-    [json]=16384 [safetensors]=8192 [checkpoint]=16384 [glide_checkpoint]=16384 [edd_checkpoint]=16384
+    [json]=16384 [safetensors]=8192 [checkpoint]=16384 [checkpoint_index]=16384 [glide_checkpoint]=16384 [edd_checkpoint]=16384
     [tokenizer]=131072 [bench_config]=8192 [token_file]=4096 [prompts]=32768 [llama2c]=16384
 )
-all=(json safetensors checkpoint glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts llama2c)
+all=(json safetensors checkpoint checkpoint_index glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts llama2c)
 harnesses=("$@")
 (( ${#harnesses[@]} > 0 )) || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "../core/error.hpp"
 #include "json.hpp"
 #include "safetensors.hpp"
+#include "checkpoint_tensors.hpp"
 #include "../model/weights.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
 #include <fstream>
@@ -35,26 +37,38 @@ struct Checkpoint {
     Weights weights;
 };
 
-/// Reads a HF LlamaConfig. Fields we cannot honour (biases, rope scaling, another activation) are
-/// errors, not silently ignored.
+/// Reads a HF LlamaConfig (model_type llama, or mistral without a sliding window): head_dim, and
+/// rope_scaling of rope_type linear or llama3, are honoured. Fields we cannot honour (biases, Qwen2,
+/// sliding_window, experts, another activation, another rope_type) are errors naming the field, not
+/// silently ignored.
 SPECDEC_INLINE Config load_config(const std::filesystem::path& path);
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");
 /// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
 /// first, then each tensor's shape before its memory is allocated).
 SPECDEC_INLINE Weights load_weights(const std::filesystem::path& path, const Config& c);
+/// As above from a checkpoint's tensors (one file or an index's shards: CheckpointTensors::open_folder).
+SPECDEC_INLINE Weights load_weights(const CheckpointTensors& tensors, const Config& c);
 /// Writes `w` under HF names, float32 or bfloat16.
 SPECDEC_INLINE void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
                                  SaveFormat format = SaveFormat::kF32);
-/// config.json + model.safetensors of the folder `dir`; a GLIDE or EDD drafter's folder is refused
-/// (load_glide_checkpoint, load_edd_checkpoint read them).
+/// config.json + the weights of the folder `dir`: model.safetensors, or (without one) the shards
+/// model.safetensors.index.json names (checkpoint_tensors.hpp). A GLIDE or EDD drafter's folder is
+/// refused (load_glide_checkpoint, load_edd_checkpoint read them).
 SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir);
 SPECDEC_INLINE void save_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
                                     SaveFormat format = SaveFormat::kBF16);
+/// As save_checkpoint, in HF's sharded layout: model-0000i-of-0000n.safetensors, each holding whole
+/// tensors in checkpoint order up to `max_shard_bytes` (a larger tensor gets a shard alone), and
+/// model.safetensors.index.json mapping every tensor to its shard (as save_pretrained(max_shard_size)).
+SPECDEC_INLINE void save_sharded_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
+                                            SaveFormat format, std::int64_t max_shard_bytes);
 
 namespace detail {
 
 /// The bytes of a text file; `where` names the caller in errors (a directory or a missing file).
 SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where);
+/// config.json's rope_scaling object (not null) as a RopeScaling; unknown rope_type refused by name.
+SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file);
 /// The HF shape of a Llama tensor, from its name: matrices are (out_features, in_features).
 SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c);
 /// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
@@ -62,17 +76,23 @@ SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const
 SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
                                 const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
                                 std::string_view hint = {});
+SPECDEC_INLINE void read_tensor(const CheckpointTensors& file, const std::filesystem::path& path, const std::string& name,
+                                const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                                std::string_view hint = {});
 /// The decoder layers `file` holds tensors for: `count` distinct i among its names "model.layers.{i}.*",
 /// the largest being `end` - 1 (both 0 when it has none).
 struct LayersInFile {
     std::int64_t count = 0, end = 0;
 };
-SPECDEC_INLINE LayersInFile layers_in_file(const SafetensorsFile& file);
+SPECDEC_INLINE LayersInFile layers_in_file(std::span<const TensorInfo> tensors);
 /// Checks the config's num_hidden_layers against the layers `file` holds, before anything is
 /// allocated per layer (a config.json claiming 2^31 layers would otherwise ask for 463 GB of empty
 /// layer records before the first missing tensor said what is wrong).
-SPECDEC_INLINE void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared,
+SPECDEC_INLINE void require_layers(std::span<const TensorInfo> tensors, const std::filesystem::path& path, int declared,
                                    std::string_view who);
+inline void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared, std::string_view who) {
+    require_layers(file.tensors(), path, declared, who);
+}
 
 /// Writes the tensors `each` visits — each(put) calls put(name, values, shape) in checkpoint order —
 /// as one safetensors file; bfloat16 rounds to nearest even (reading back widens exactly).
@@ -129,9 +149,59 @@ SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std
     return ss.str();
 }
 
+SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file) {
+    require(v.is_object(), "checkpoint",
+            [&] { return file + ": field 'rope_scaling' is " + json_preview(v) + ", expected an object or null"; });
+    // transformers >= 4.45 writes rope_type; older configs (and linear scaling) wrote type.
+    const json::Value* kind = v.find("rope_type");
+    const char* kind_field = "rope_scaling.rope_type";
+    if (kind == nullptr) {
+        kind = v.find("type");
+        kind_field = "rope_scaling.type";
+    }
+    require(kind != nullptr && kind->is_string(), "checkpoint",
+            [&] { return file + ": field 'rope_scaling' has no string 'rope_type' (or 'type')"; });
+    const std::string type = kind->as_string();
+    const auto number = [&](const char* name) {
+        const json::Value* f = v.find(name);
+        require(f != nullptr, "checkpoint",
+                [&] { return file + ": field 'rope_scaling." + name + "' is missing (rope_type '" + type + "' needs it)"; });
+        require(f->is_number() && std::isfinite(f->as_double()), "checkpoint", [&] {
+            return file + ": field 'rope_scaling." + name + "' is " + json_preview(*f) + ", expected a number";
+        });
+        return f->as_double();
+    };
+    RopeScaling s;
+    if (type == "default") return s;
+    if (type == "linear") {
+        s.type = RopeScalingType::kLinear;
+        s.factor = static_cast<float>(number("factor"));
+    } else if (type == "llama3") {
+        s.type = RopeScalingType::kLlama3;
+        s.factor = static_cast<float>(number("factor"));
+        s.low_freq_factor = static_cast<float>(number("low_freq_factor"));
+        s.high_freq_factor = static_cast<float>(number("high_freq_factor"));
+        const double original = number("original_max_position_embeddings");
+        require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
+            return file + ": field 'rope_scaling.original_max_position_embeddings' = " + json::dump(*v.find("original_max_position_embeddings")) +
+                   " is not a positive integer";
+        });
+        s.original_max_position_embeddings = static_cast<int>(original);
+    } else {
+        fail("checkpoint", file + ": field '" + kind_field + "' = '" + type +
+                               "' is not supported (null, default, linear or llama3; dynamic, yarn, longrope... are not)");
+    }
+    try {
+        validate_rope_scaling(s);
+    } catch (const error& e) {
+        fail("checkpoint", file + ": " + e.what());
+    }
+    return s;
+}
+
 SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c) {
     const std::int64_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
-    const std::int64_t q = static_cast<std::int64_t>(c.num_attention_heads) * c.head_dim(), kv = c.kv_dim();
+    const std::int64_t q = c.q_dim(), kv = c.kv_dim();
     const auto ends = [&](std::string_view suffix) {
         return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
@@ -172,6 +242,17 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
     if (root.find("rope_theta")) c.rope_theta = static_cast<float>(field("rope_theta", detail::as_double));
     if (root.find("rms_norm_eps")) c.rms_norm_eps = static_cast<float>(field("rms_norm_eps", detail::as_double));
     if (root.find("tie_word_embeddings")) c.tie_word_embeddings = field("tie_word_embeddings", detail::as_bool);
+    // What this Llama cannot run is refused by the field that says so, before any weight is read:
+    // loading it anyway would decode garbage without a word.
+    if (const auto* v = root.find("model_type"); v && !v->is_null()) {
+        const std::string type = field("model_type", detail::as_string);
+        // edd and glide are this library's own Llama-shaped drafters (their loaders read the rest).
+        const bool known = type == "llama" || type == "mistral" || type == "edd" || type == "glide";
+        detail::require(known, "checkpoint", [&] {
+            return file + ": model_type '" + type + "' is not supported (llama, or mistral without sliding_window)" +
+                   (type == "qwen2" ? "; Qwen2's q/k/v projections have biases, which this Llama does not" : "");
+        });
+    }
     if (root.find("hidden_act")) {
         const std::string act = field("hidden_act", detail::as_string);
         detail::require(act == "silu", "checkpoint",
@@ -181,13 +262,22 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
         if (root.find(flag))
             detail::require(!field(flag, detail::as_bool), "checkpoint",
                             [&] { return file + ": " + flag + " = true is not supported (Llama has no biases)"; });
-    if (const auto* v = root.find("rope_scaling"))
-        detail::require(v->is_null(), "checkpoint", [&] { return file + ": rope_scaling is not supported (must be null)"; });
+    if (const auto* v = root.find("sliding_window"); v && !v->is_null()) {
+        // Mistral v0.1 attends to the last 4096 tokens only; full attention would differ beyond that.
+        detail::fail("checkpoint", file + ": sliding_window = " + json::dump(*v) +
+                                       " is not supported (full attention only: sliding_window must be null)");
+    }
+    for (const char* experts : {"num_local_experts", "num_experts"})
+        if (const auto* v = root.find(experts); v && !v->is_null() && !(v->is_integer() && v->as_int() <= 1))
+            detail::fail("checkpoint", file + ": " + experts + " = " + json::dump(*v) +
+                                           " is not supported (a mixture of experts; only dense Llama MLPs run)");
+    if (const auto* v = root.find("rope_scaling"); v && !v->is_null()) c.rope_scaling = detail::read_rope_scaling(*v, file);
     if (const auto* v = root.find("head_dim"); v && !v->is_null()) {
         const std::int64_t head_dim = field("head_dim", detail::as_int);
-        detail::require(head_dim == c.hidden_size / c.num_attention_heads, "checkpoint", [&] {
-            return file + ": head_dim " + std::to_string(head_dim) + " differs from hidden_size / num_attention_heads";
-        });
+        detail::require(head_dim > 0 && head_dim < (std::int64_t{1} << 20), "checkpoint",
+                        [&] { return file + ": field 'head_dim' = " + std::to_string(head_dim) + " is out of range"; });
+        if (head_dim * c.num_attention_heads != c.hidden_size || c.hidden_size % c.num_attention_heads != 0)
+            c.attention_head_dim = static_cast<int>(head_dim);  // else the default already says it
     }
     try {
         c.validate();
@@ -214,7 +304,21 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
     o.set("tie_word_embeddings", c.tie_word_embeddings);
     o.set("attention_bias", false);
     o.set("mlp_bias", false);
-    o.set("rope_scaling", nullptr);
+    if (c.attention_head_dim > 0) o.set("head_dim", c.attention_head_dim);
+    const RopeScaling& rs = c.rope_scaling;
+    if (rs.type == RopeScalingType::kNone) {
+        o.set("rope_scaling", nullptr);
+    } else {
+        json::Object r;
+        r.set("rope_type", rs.type == RopeScalingType::kLinear ? "linear" : "llama3");
+        r.set("factor", static_cast<double>(rs.factor));
+        if (rs.type == RopeScalingType::kLlama3) {
+            r.set("low_freq_factor", static_cast<double>(rs.low_freq_factor));
+            r.set("high_freq_factor", static_cast<double>(rs.high_freq_factor));
+            r.set("original_max_position_embeddings", rs.original_max_position_embeddings);
+        }
+        o.set("rope_scaling", std::move(r));
+    }
     o.set("torch_dtype", std::string(torch_dtype));
     std::ofstream out(path, std::ios::binary);
     detail::require(static_cast<bool>(out), "checkpoint", [&] { return path.string() + ": cannot write"; });
@@ -226,9 +330,11 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
 
 namespace detail {
 
-SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
-                                const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
-                                std::string_view hint) {
+/// read_tensor from a single file or a checkpoint's shards (both have find, get and read_floats).
+template <class Source>
+void read_tensor_from(const Source& file, const std::filesystem::path& path, const std::string& name,
+                      const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                      std::string_view hint) {
     const TensorInfo* info = file.find(name);
     if (info == nullptr) {
         require(hint.empty(), who, [&] { return path.string() + ": tensor '" + name + "' is missing" + std::string(hint); });
@@ -250,11 +356,23 @@ SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesyst
     });
 }
 
+SPECDEC_INLINE void read_tensor(const SafetensorsFile& file, const std::filesystem::path& path, const std::string& name,
+                                const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                                std::string_view hint) {
+    read_tensor_from(file, path, name, want, t, who, hint);
+}
 
-SPECDEC_INLINE LayersInFile layers_in_file(const SafetensorsFile& file) {
+SPECDEC_INLINE void read_tensor(const CheckpointTensors& file, const std::filesystem::path& path, const std::string& name,
+                                const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                                std::string_view hint) {
+    read_tensor_from(file, path, name, want, t, who, hint);
+}
+
+
+SPECDEC_INLINE LayersInFile layers_in_file(std::span<const TensorInfo> tensors) {
     constexpr std::string_view prefix = "model.layers.";
     std::vector<std::int64_t> seen;  // at most one entry per tensor: bounded by the file's size
-    for (const TensorInfo& t : file.tensors()) {
+    for (const TensorInfo& t : tensors) {
         const std::string_view name = t.name;
         if (name.substr(0, prefix.size()) != prefix) continue;
         std::int64_t i = 0;
@@ -267,11 +385,11 @@ SPECDEC_INLINE LayersInFile layers_in_file(const SafetensorsFile& file) {
     return {static_cast<std::int64_t>(seen.size()), seen.empty() ? 0 : seen.back() + 1};
 }
 
-SPECDEC_INLINE void require_layers(const SafetensorsFile& file, const std::filesystem::path& path, int declared,
+SPECDEC_INLINE void require_layers(std::span<const TensorInfo> tensors, const std::filesystem::path& path, int declared,
                                    std::string_view who) {
     // Both the largest index and the number of distinct ones: a single tensor named
     // model.layers.2147483646.x must not vouch for 2^31 layers.
-    const LayersInFile held = layers_in_file(file);
+    const LayersInFile held = layers_in_file(tensors);
     require(held.end == declared && held.count == declared, who, [&] {
         return path.string() + ": config.json declares num_hidden_layers = " + std::to_string(declared) +
                ", but the file holds tensors for " + std::to_string(held.count) + " layers" +
@@ -284,12 +402,15 @@ SPECDEC_INLINE void require_layers(const SafetensorsFile& file, const std::files
 }  // namespace detail
 
 SPECDEC_INLINE Weights load_weights(const std::filesystem::path& path, const Config& c) {
-    const SafetensorsFile file = SafetensorsFile::open(path);
-    detail::require_layers(file, path, c.num_hidden_layers, "checkpoint");
+    return load_weights(CheckpointTensors::open_file(path), c);
+}
+
+SPECDEC_INLINE Weights load_weights(const CheckpointTensors& tensors, const Config& c) {
+    detail::require_layers(tensors.tensors(), tensors.path(), c.num_hidden_layers, "checkpoint");
     Weights w;
     w.layers.resize(c.num_hidden_layers);
     for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {
-        detail::read_tensor(file, path, name, detail::hf_shape(name, c), t, "checkpoint");
+        detail::read_tensor(tensors, tensors.path(), name, detail::hf_shape(name, c), t, "checkpoint");
     });
     return w;
 }
@@ -326,7 +447,7 @@ SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir) {
     }
     Checkpoint ck;
     ck.config = load_config(cfg_path);
-    ck.weights = load_weights(dir / "model.safetensors", ck.config);
+    ck.weights = load_weights(CheckpointTensors::open_folder(dir), ck.config);
     return ck;
 }
 
@@ -335,6 +456,55 @@ SPECDEC_INLINE void save_checkpoint(const std::filesystem::path& dir, const Conf
     std::filesystem::create_directories(dir);
     save_config(c, dir / "config.json", format == SaveFormat::kBF16 ? "bfloat16" : "float32");
     save_weights(w, c, dir / "model.safetensors", format);
+}
+
+SPECDEC_INLINE void save_sharded_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
+                                            SaveFormat format, std::int64_t max_shard_bytes) {
+    validate(w, c);
+    detail::require(max_shard_bytes > 0, "checkpoint",
+                    [&] { return "max_shard_bytes must be > 0, got " + std::to_string(max_shard_bytes); });
+    std::filesystem::create_directories(dir);
+    save_config(c, dir / "config.json", format == SaveFormat::kBF16 ? "bfloat16" : "float32");
+    // Shards as transformers cuts them: whole tensors in order, a new shard when the next would overflow.
+    const std::int64_t element = format == SaveFormat::kBF16 ? 2 : 4;
+    std::vector<std::vector<std::string>> shards(1);
+    std::int64_t in_shard = 0, total = 0;
+    for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+        const std::int64_t bytes = static_cast<std::int64_t>(t.size()) * element;
+        if (in_shard > 0 && in_shard + bytes > max_shard_bytes) {
+            shards.emplace_back();
+            in_shard = 0;
+        }
+        shards.back().push_back(name);
+        in_shard += bytes;
+        total += bytes;
+    });
+    const auto shard_name = [&](std::size_t i) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+        return std::string(buf);
+    };
+    json::Object weight_map;
+    for (std::size_t i = 0; i < shards.size(); ++i) {
+        detail::write_tensors(dir / shard_name(i), format, [&](auto&& put) {
+            for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+                if (std::find(shards[i].begin(), shards[i].end(), name) != shards[i].end())
+                    put(name, t, detail::hf_shape(name, c));
+            });
+        });
+        for (const std::string& name : shards[i]) weight_map.set(name, shard_name(i));
+    }
+    json::Object metadata;
+    metadata.set("total_size", total);
+    json::Object index;
+    index.set("metadata", std::move(metadata));
+    index.set("weight_map", std::move(weight_map));
+    std::ofstream out(dir / kSafetensorsIndexName, std::ios::binary);
+    detail::require(static_cast<bool>(out), "checkpoint",
+                    [&] { return (dir / kSafetensorsIndexName).string() + ": cannot write"; });
+    out << json::dump(json::Value(std::move(index)), 2) << "\n";
+    std::error_code ec;
+    std::filesystem::remove(dir / kSafetensorsName, ec);  // a stale single file would be read instead
 }
 
 #endif  // SPECDEC_BODIES

@@ -97,6 +97,19 @@ void checkpoint_seeds() {
     }
 }
 
+/// A sharded folder as fuzz_checkpoint_index.cpp reads it: the index's length, the index, its one shard.
+void checkpoint_index_seeds() {
+    const fs::path dir = kScratch / "ck_index";
+    const Config cfg = tiny(1, false);
+    save_sharded_checkpoint(dir, cfg, random_weights(cfg, 2), SaveFormat::kBF16, 1 << 20);
+    const std::string index = read(dir / "model.safetensors.index.json");
+    const std::string shard = read(dir / "model-00001-of-00001.safetensors");
+    const auto n = static_cast<std::uint32_t>(index.size());
+    std::string out(4, '\0');
+    std::memcpy(out.data(), &n, 4);
+    put("checkpoint_index", "tiny_bf16_untied", out + index + shard);
+}
+
 void glide_seeds() {
     const fs::path dir = kScratch / "glide";
     const Config target = tiny(2, true);
@@ -261,6 +274,7 @@ int main() try {
     json_seeds();
     safetensors_seeds();
     checkpoint_seeds();
+    checkpoint_index_seeds();
     glide_seeds();
     edd_seeds();
     tokenizer_seeds();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <tuple>
@@ -162,6 +163,79 @@ void checkpoint_cases() {
     const Config wide = tiny_llama(20);
     save_checkpoint(kRoot / "checkpoint/shape_mismatch", wide, random_weights(wide, 2, 0.3f));
     save_config(c, kRoot / "checkpoint/shape_mismatch/config.json");
+    // Fields a Llama cannot honour: refused by name, not ignored.
+    const auto with = [](const std::string& extra) {
+        std::string s = config_json();
+        return s.replace(s.rfind('}'), 1, ", " + extra + "}");
+    };
+    write("checkpoint/rope_scaling_yarn/config.json", with("\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"));
+    write("checkpoint/rope_scaling_no_factor/config.json", with("\"rope_scaling\": {\"type\": \"linear\"}"));
+    write("checkpoint/rope_scaling_not_object/config.json", with("\"rope_scaling\": \"llama3\""));
+    write("checkpoint/sliding_window/config.json", with("\"model_type\": \"mistral\", \"sliding_window\": 4096"));
+    write("checkpoint/mixture_of_experts/config.json", with("\"num_local_experts\": 8"));
+    write("checkpoint/qwen2/config.json", with("\"model_type\": \"qwen2\""));
+    write("checkpoint/head_dim_odd/config.json", with("\"head_dim\": 7"));
+}
+
+/// A sharded checkpoint of tiny_llama (one tensor or so per shard) at sharded/<name>, and its index text.
+std::string sharded(const std::string& name) {
+    const Config c = tiny_llama();
+    save_sharded_checkpoint(kRoot / "sharded" / name, c, random_weights(c, 6, 0.3f), SaveFormat::kBF16, 200);
+    std::ifstream in(kRoot / "sharded" / name / "model.safetensors.index.json", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// The first shard's file name in an index's text.
+std::string first_shard(const std::string& index_text) { return index_text.substr(index_text.find("model-00001-of-"), 32); }
+
+/// `text` with its first `from` replaced by `to`.
+std::string replace_first(std::string text, const std::string& from, const std::string& to) {
+    return text.replace(text.find(from), from.size(), to);
+}
+
+void sharded_cases() {
+    const std::string index = "model.safetensors.index.json";
+    const auto rewrite_index = [&](const std::string& name, const std::string& text) {
+        write("sharded/" + name + "/" + index, text);
+    };
+    rewrite_index("missing_shard", replace_first(sharded("missing_shard"), "model-00002-of-", "model-00099-of-"));
+    {
+        const std::string text = sharded("tensor_twice_in_index");
+        rewrite_index("tensor_twice_in_index", replace_first(text, "\"weight_map\": {",
+                                                             "\"weight_map\": {\n    \"model.norm.weight\": \"" +
+                                                                 first_shard(text) + "\","));
+    }
+    rewrite_index("path_traversal", replace_first(sharded("path_traversal"), "\"model-00002-of-", "\"../model-00002-of-"));
+    rewrite_index("bad_json", sharded("bad_json").substr(0, 40));
+    rewrite_index("weight_map_not_object", "{\"weight_map\": [\"" + first_shard(sharded("weight_map_not_object")) + "\"]}");
+    (void)sharded("weight_map_value_not_string");
+    rewrite_index("weight_map_value_not_string", "{\"weight_map\": {\"lm_head.weight\": 1}}");
+    // model.norm.weight sits in the last shard; the index says the first.
+    {
+        const std::string text = sharded("tensor_in_wrong_shard");
+        const std::string key = "\"model.norm.weight\": \"model-000";
+        const std::size_t at = text.find(key) + key.size();
+        rewrite_index("tensor_in_wrong_shard", text.substr(0, at) + "01" + text.substr(at + 2));
+    }
+    // Shard files rewritten: a tensor in two shards, one the index lists but its shard lacks, one it does not list.
+    const Config c = tiny_llama();
+    const Weights w = random_weights(c, 6, 0.3f);
+    const auto shard = [&](const std::string& name, std::vector<std::string> tensors) {
+        const fs::path dir = kRoot / "sharded" / name;
+        std::ifstream in(dir / "model.safetensors.index.json", std::ios::binary);
+        const std::string first = first_shard(std::string(std::istreambuf_iterator<char>(in), {}));
+        detail::write_tensors(dir / first, SaveFormat::kBF16, [&](auto&& put) {
+            for (const std::string& t : tensors)
+                put(t, t == "model.norm.weight" || t == "model.extra.weight" ? w.norm : w.embed,
+                    detail::hf_shape(t == "model.extra.weight" ? "model.norm.weight" : t, c));
+        });
+    };
+    (void)sharded("tensor_in_two_shards");
+    shard("tensor_in_two_shards", {"model.embed_tokens.weight", "model.norm.weight"});
+    (void)sharded("tensor_missing_from_shard");
+    shard("tensor_missing_from_shard", {});
+    (void)sharded("unlisted_tensor");
+    shard("unlisted_tensor", {"model.embed_tokens.weight", "model.extra.weight"});
 }
 
 void safetensors_cases() {
@@ -374,10 +448,11 @@ void llama2c_cases() {
 }  // namespace
 
 int main() try {
-    for (const char* d : {"json", "checkpoint", "safetensors", "tokenizer", "token_file", "glide", "edd", "llama2c"})
+    for (const char* d : {"json", "checkpoint", "sharded", "safetensors", "tokenizer", "token_file", "glide", "edd", "llama2c"})
         fs::remove_all(kRoot / d);
     json_cases();
     checkpoint_cases();
+    sharded_cases();
     safetensors_cases();
     tokenizer_cases();
     token_file_cases();
