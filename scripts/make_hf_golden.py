@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Writes tests/data/hf_golden/: a small random LlamaForCausalLM saved by HF transformers, and its logits.
+
+tests/io/test_hf_golden.cpp loads the folder with specdec::load_checkpoint and compares its logits
+with the ones recorded here; it is reported as skipped while the folder does not exist.
+
+The model exercises what real checkpoints carry: sharded safetensors (max_shard_size), bfloat16
+weights, rope_scaling of rope_type llama3, grouped-query attention, an untied lm_head, and a head_dim
+that is not hidden_size / num_attention_heads. The logits are those of the saved bfloat16 weights
+widened to float32 and run in float32 with eager attention, as specdec's CpuModel runs them.
+
+Run where PyTorch and transformers (>= 4.45, for head_dim and rope_type) are installed, from the
+repository root:
+
+    python3 scripts/make_hf_golden.py            # writes tests/data/hf_golden/ (about 0.5 MB)
+
+Everything is seeded: rerunning gives the same files for the same transformers and torch versions.
+"""
+import json
+import os
+import shutil
+import sys
+
+import torch
+import transformers
+from transformers import LlamaConfig, LlamaForCausalLM
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "hf_golden")
+
+# A few prompts of token ids (no tokenizer: the test feeds ids), lengths 1, 7 and 19.
+PROMPTS = [
+    [1],
+    [1, 17, 200, 3, 99, 45, 250],
+    [1, 5, 9, 14, 20, 27, 35, 44, 54, 65, 77, 90, 104, 119, 135, 152, 170, 189, 209],
+]
+
+
+def main() -> int:
+    torch.manual_seed(2026)
+    config = LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=160,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,        # GQA
+        head_dim=32,                  # != 64 / 4
+        max_position_embeddings=128,
+        rope_theta=500000.0,
+        rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                      "high_freq_factor": 4.0, "original_max_position_embeddings": 32},
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=False,    # an lm_head of its own
+        initializer_range=0.15,       # peaky enough that the logits differ by more than rounding
+        attention_bias=False,
+        mlp_bias=False,
+        hidden_act="silu",
+    )
+    model = LlamaForCausalLM(config)
+    if model.model.layers[0].self_attn.q_proj.weight.shape != (4 * 32, 64):
+        sys.exit("this transformers (%s) ignores head_dim; use >= 4.45" % transformers.__version__)
+    # Random norms too, so that a loader reading them wrong shows.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+    model = model.to(torch.bfloat16)
+
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    model.save_pretrained(OUT, safe_serialization=True, max_shard_size="100KB")
+    index = os.path.join(OUT, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        sys.exit("save_pretrained wrote no index: the checkpoint was not sharded")
+
+    # The saved bf16 weights, widened to float32 (exactly), run in float32.
+    reference = LlamaForCausalLM.from_pretrained(OUT, torch_dtype=torch.float32, attn_implementation="eager")
+    reference.eval()
+    logits = []
+    with torch.no_grad():
+        for ids in PROMPTS:
+            out = reference(torch.tensor([ids])).logits[0].to(torch.float32)  # (T, V)
+            logits.append([[float(x) for x in row] for row in out.tolist()])
+    with open(os.path.join(OUT, "logits.json"), "w") as f:
+        json.dump({
+            "transformers": transformers.__version__,
+            "torch": torch.__version__,
+            "dtype": "float32 compute over bfloat16 weights, eager attention",
+            "prompts": PROMPTS,
+            "logits": logits,  # per prompt: (T, V) rows, float32 values
+        }, f)
+    total = sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT))
+    print("wrote %s: %d files, %d bytes" % (OUT, len(os.listdir(OUT)), total))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
