@@ -14,13 +14,19 @@
 //      multiplies W as stored (decode and N = 16, "rows"), for bf16 the model whose products take x
 //      in float32 ("f32x": W widened, no vdpbf16ps), and the plain-loop reference's decode.
 // Weights are ordinary heap memory, touched and warmed by a first run before timing.
+//   3. only with --only 1.1B-hf: the 1.1B (TinyLlama) shape written as a random bf16 HF folder of two
+//      shards in $TMPDIR (2.2 GB, removed after): the time load_checkpoint + CpuModel (bf16) take beside
+//      the time to read the files, then bf16 decode beside its floor.
 //
 // Build and run:  cmake --build build --target bench_model && ./build/bench_model [--threads N] [--csv F] [--quick]
-//                 [--only demo|15M|110M]
+//                 [--only demo|15M|110M|1.1B-hf]
 // Prints a table (progress to stderr); --csv writes the same rows. Takes 2-4 minutes (--quick: ~30 s).
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -58,6 +64,103 @@ Tree random_tree(int n, int vocab, std::uint64_t seed) {
     return t;
 }
 
+// ---- 1.1B from a sharded HF folder: load time against reading the files, then decode against its floor
+
+/// Writes a random bf16 checkpoint of `c` as HF's sharded layout in `dir` (two shards, cut at half the
+/// bytes): tensors generated one at a time, never a float32 copy of the model.
+void write_random_sharded(const std::filesystem::path& dir, const Config& c, int n_shards) {
+    std::filesystem::create_directories(dir);
+    save_config(c, dir / "config.json", "bfloat16");
+    Weights shapes;  // only for the names and sizes: for_each_tensor visits them, nothing is allocated
+    shapes.layers.resize(c.num_hidden_layers);
+    std::vector<std::pair<std::string, std::size_t>> tensors;
+    std::size_t total = 0;
+    for_each_tensor(shapes, c, [&](const std::string& name, const std::vector<float>&, std::size_t n) {
+        tensors.emplace_back(name, n);
+        total += 2 * n;
+    });
+    json::Object weight_map;
+    std::size_t at = 0;
+    std::uint64_t state = 0x9E3779B97F4A7C15ull;
+    for (int s = 0; s < n_shards; ++s) {
+        char file[64];
+        std::snprintf(file, sizeof file, "model-%05d-of-%05d.safetensors", s + 1, n_shards);
+        std::deque<std::vector<bf16>> data;
+        std::vector<TensorToWrite> out;
+        std::size_t bytes = 0;
+        for (; at < tensors.size() && (s + 1 == n_shards || bytes < total / n_shards); ++at) {
+            const auto& [name, n] = tensors[at];
+            auto& v = data.emplace_back(n);
+            const bool norm = name.find("norm") != std::string::npos;
+            for (bf16& x : v) {  // uniform in [-0.035, 0.035] (std 0.02), from xorshift64*: fast, reproducible
+                state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+                const float u = static_cast<float>((state * 0x2545F4914F6CDD1Dull) >> 40) * (1.0f / 16777216.0f);
+                x = to_bf16(norm ? 1.0f : 0.07f * (u - 0.5f));
+            }
+            out.push_back({name, DType::kBF16, detail::hf_shape(name, c), std::as_bytes(std::span<const bf16>(v))});
+            weight_map.set(name, std::string(file));
+            bytes += 2 * n;
+        }
+        write_safetensors(dir / file, out, {{"format", "pt"}});
+    }
+    json::Object index;
+    index.set("weight_map", std::move(weight_map));
+    std::ofstream(dir / kSafetensorsIndexName) << json::dump(json::Value(std::move(index)), 2) << "\n";
+}
+
+/// Seconds to read every file of `dir` once into a buffer (what `cat dir/* > /dev/null` does).
+double read_seconds(const std::filesystem::path& dir) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<char> buf(std::size_t(1) << 22);
+    for (const auto& e : std::filesystem::directory_iterator(dir)) {
+        std::FILE* f = std::fopen(e.path().c_str(), "rb");
+        if (!f) continue;
+        while (std::fread(buf.data(), 1, buf.size(), f) == buf.size()) {
+        }
+        std::fclose(f);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void print(const Row& r);
+
+/// The 1.1B (TinyLlama) shape from a two-shard bf16 HF folder written to `dir`: load time beside the
+/// time to read the files, then bf16 decode on a 256-token cache beside its floor. Removes `dir`.
+void bench_sharded_hf(ThreadPool& pool, double best_gbs, const std::filesystem::path& dir, std::vector<Row>& rows) {
+    const Config cfg{.hidden_size = 2048, .intermediate_size = 5632, .num_hidden_layers = 22, .num_attention_heads = 32,
+                     .num_key_value_heads = 4, .vocab_size = 32000, .max_position_embeddings = 2048};
+    using clock = std::chrono::steady_clock;
+    const auto since = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+    std::fprintf(stderr, "1.1B-hf: writing a random bf16 checkpoint (2 shards) to %s ...\n", dir.c_str());
+    std::filesystem::remove_all(dir);
+    write_random_sharded(dir, cfg, 2);
+    const double read_s = std::min(read_seconds(dir), read_seconds(dir));  // the page cache holds it: best of two
+    std::fprintf(stderr, "1.1B-hf: loading ...\n");
+    auto t0 = clock::now();
+    Checkpoint ck = load_checkpoint(dir);
+    const double load_s = since(t0);
+    t0 = clock::now();
+    CpuModel model(ck.config, std::move(ck.weights), {.max_tree_nodes = 64, .weight_format = WeightFormat::kBF16, .pool = &pool});
+    const double build_s = since(t0);
+    std::printf("1.1B-hf: read the files %.2f s; load_checkpoint %.2f s (bf16 -> float32 Weights); CpuModel bf16 %.2f s; "
+                "beyond reading: %.2f s\n",
+                read_s, load_s, build_s, load_s + build_s - read_s);
+    rows.push_back({"1.1B-hf", "bf16", "read", 0, 1e3 * read_s, 1e3 * read_s, 1.0});
+    rows.push_back({"1.1B-hf", "bf16", "load", 0, 1e3 * (load_s + build_s), 1e3 * (load_s + build_s), (load_s + build_s) / read_s});
+    print(rows[rows.size() - 2]);
+    print(rows.back());
+    std::vector<int> context(256);
+    for (int i = 0; i < 256; ++i) context[i] = (i * 37) % cfg.vocab_size;
+    detail::prefill(model, context, 64);
+    const Tree one = Tree::chain(std::vector<int>{5});
+    const double bytes = double(matrix_params(cfg)) * 2 + 2.0 * 4 * cfg.num_hidden_layers * 256 * cfg.kv_dim();
+    const Timing d = time_runs([&](int) { model.forward(one, 0); }, 5, 2.0);
+    const double floor_s = bytes / (best_gbs * 1e9);
+    rows.push_back({"1.1B-hf", "bf16", "decode", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
+    print(rows.back());
+    std::filesystem::remove_all(dir);
+}
+
 void print(const Row& r) {
     std::printf("%-8s %-5s %-9s %4d %11.3f %11.3f %9.2f\n", r.model.c_str(), r.dtype.c_str(), r.what.c_str(), r.n,
                 r.median_ms, r.best_ms, r.ratio);
@@ -76,7 +179,7 @@ int run(int argc, char** argv) {
         else if (a == "--quick") quick = true;
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: bench_model [--threads N] [--csv FILE] [--quick] [--only demo|15M|110M]\n");
+            std::fprintf(stderr, "usage: bench_model [--threads N] [--csv FILE] [--quick] [--only demo|15M|110M|1.1B-hf]\n");
             return 2;
         }
     }
@@ -118,6 +221,7 @@ int run(int argc, char** argv) {
         rows.push_back(std::move(r));
     };
     const double min_s = quick ? 0.05 : 0.3;
+    if (only == "1.1B-hf") bench_sharded_hf(pool, best_gbs, std::filesystem::temp_directory_path() / "specdec_bench_1b_hf", rows);
     for (const Shape& s : shapes) {
         if (!only.empty() && s.name != only) continue;
         Config cfg = s.cfg;
