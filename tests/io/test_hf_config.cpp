@@ -153,6 +153,13 @@ TEST_CASE("a model whose head_dim is not hidden_size / heads matches a plain for
         CpuModel model(ck.config, std::move(ck.weights), ModelOptions{.reference = true});
         CHECK(max_diff(want, model.forward(Tree::chain(tokens))) < 2e-4);
     }
+    SECTION("the trainable model (what trains drafters) gives the same logits") {
+        ThreadPool pool(1);
+        train::TrainableLlama trainable(cfg, w, pool);
+        trainable.forward(train::ModelInput{.B = 1, .T = static_cast<int>(tokens.size()), .tokens = tokens});
+        const std::vector<float> got(trainable.logits().begin(), trainable.logits().end());
+        CHECK(max_diff(want, Rows{got, cfg.vocab_size}) < 2e-4);
+    }
     SECTION("decoded one token at a time, each step's logits are the whole text's rows") {
         CpuModel model(cfg, w);
         for (std::size_t t = 0; t < tokens.size(); ++t) {
@@ -171,7 +178,13 @@ TEST_CASE("linear rope_scaling divides every frequency: the logits are those of 
     const Weights w = random_weights(cfg, 12, 0.3f);
     const std::vector<int> tokens{3, 17, 42, 5, 9, 60};
     CpuModel model(cfg, w, ModelOptions{.reference = true});
-    CHECK(max_diff(plain_forward(cfg, w, tokens, 4.0), model.forward(Tree::chain(tokens))) < 2e-4);
+    const std::vector<double> want = plain_forward(cfg, w, tokens, 4.0);
+    CHECK(max_diff(want, model.forward(Tree::chain(tokens))) < 2e-4);
+    ThreadPool pool(1);
+    train::TrainableLlama trainable(cfg, w, pool);
+    trainable.forward(train::ModelInput{.B = 1, .T = static_cast<int>(tokens.size()), .tokens = tokens});
+    const std::vector<float> got(trainable.logits().begin(), trainable.logits().end());
+    CHECK(max_diff(want, Rows{got, cfg.vocab_size}) < 2e-4);  // the trainable model scales alike
 }
 
 TEST_CASE("rope_scaling llama3 gives HF's inverse frequencies", "[checkpoint][rope]") {
