@@ -162,6 +162,8 @@
 
 // ---- methods/eagle_fspad: EAGLE-2's dynamic tree, EAGLE's feature drafter, FSPAD (fspad.txt)
 #include "detail/methods/eagle_fspad/eagle2_tree.hpp"  // defines: Eagle2Tree (EAGLE-2's dynamic draft tree: expand top-k, rerank top-N)
+#include "detail/methods/eagle_fspad/feature_drafter.hpp"  // defines: FeatureProposer, FeatureDrafter, Connector, load_feature_checkpoint (EAGLE's / FSPAD's drafter)
+#include "detail/methods/eagle_fspad/train_feature.hpp"    // defines: train::TrainableFeatureDrafter, feature_batch, feature_loss (L = 0.1 L_t + L_f)
 
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)

@@ -13,6 +13,10 @@
 //                                       frozen target: cross-entropy, block-wise cross-attention mask
 //   ./build/train_demo edd <name>       an EDD drafter (edd-pct.txt §3.1) or its VDM / ablations: one
 //                                       layer on the target's states, dual-block mask, forward KL
+//   ./build/train_demo eagle <name>...  EAGLE's feature drafter or FSPAD's (fspad.txt) and their ablations
+//   ./build/train_demo fspad <name>...  (the same command): a connector and one layer on the target's features,
+//                                       L = 0.1 L_t + L_f; train.json's "feature" picks FC / Feature Sampler,
+//                                       PAD; several names train together on one target forward per step
 //   ./build/train_demo bigram           models/bigram.json: Max-Gram's fallback table (CS Drafting
 //                                       §3.3), each token's most frequent successor in the training text
 // scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
@@ -33,6 +37,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -551,6 +556,186 @@ int make_edd(const std::string& name, const RunOptions& options) {
     return 0;
 }
 
+/// EAGLE's feature drafter and FSPAD's (fspad.txt, "Training of FSPAD"): a connector and one decoder layer
+/// beside the frozen target, trained on the target's features (its final normed state) with
+/// L = w·L_t + L_f — soft cross-entropy to the target's law and SmoothL1 to its next feature — AdamW
+/// β = (0.9, 0.95), gradient clipping 0.5. "feature" in train.json picks the connector ("fc": EAGLE,
+/// "feature_sampler": FSPAD's FS) and partial_alignment (PAD): EAGLE, FSPAD and the FS-only / PAD-only
+/// ablations train with the same code. Several names train side by side on the same windows (their
+/// train.json must agree on target, data, steps and seed): the target's forward, most of a step's
+/// cost, is computed once for all. No --resume: these runs are short.
+int make_feature(const std::vector<std::string>& names, const RunOptions& options) {
+    // Step 1: hyperparameters (shared: data and steps; per drafter: connector, PAD, loss weight, rates).
+    struct Drafter {
+        std::string name;
+        fs::path dir;
+        json::Value hp;
+        std::string connector;
+        bool pad = false;
+        double token_weight = 0.1, clip = 0.5;
+        CosineSchedule schedule;
+        std::unique_ptr<TrainableFeatureDrafter> model;
+        std::unique_ptr<AdamW<>> optimizer;
+        std::unique_ptr<AdamW<ConnectorShape, ConnectorWeights>> connector_optimizer;
+        std::size_t n_params = 0;
+        RunRecord run;
+        Series train_t{"train L_t", {}, {}}, train_f{"train L_f", {}, {}}, held_t{"held-out L_t", {}, {}},
+            held_f{"held-out L_f", {}, {}};
+    };
+    std::vector<Drafter> ds(names.size());
+    for (std::size_t i = 0; i < names.size(); ++i) {
+        Drafter& d = ds[i];
+        d.name = names[i];
+        d.dir = fs::path("models") / d.name;
+        d.hp = json::parse(read_file(d.dir / "train.json"), (d.dir / "train.json").string());
+        const json::Value& fo = d.hp.at("feature");
+        d.connector = fo.at("connector").as_string();
+        detail::require(d.connector == "fc" || d.connector == "feature_sampler", "train_demo", [&] {
+            return (d.dir / "train.json").string() + ": feature.connector '" + d.connector + "' is neither fc nor feature_sampler";
+        });
+        d.pad = fo.at("partial_alignment").as_bool();
+        d.token_weight = fo.at("token_weight").as_double();
+        d.clip = d.hp.at("grad_clip").as_double();
+        for (const char* shared : {"target", "steps", "batch", "seq_len", "seed", "threads", "eval_windows"})
+            detail::require(json::dump(d.hp.at(shared)) == json::dump(ds[0].hp.at(shared)), "train_demo", [&] {
+                return "models/" + d.name + "/train.json: '" + shared + "' differs from models/" + ds[0].name +
+                       "'s; drafters trained together share the target, the data, the steps and the seed";
+            });
+    }
+    const json::Value& hp = ds[0].hp;
+    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
+    const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
+    const std::string target_name = hp.at("target").as_string();
+    if (options.resume) std::printf("--resume is not supported for feature drafters; starting from step 0\n");
+    ThreadPool pool(threads);
+    const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
+    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
+    const int layer = target_ck.config.num_hidden_layers;  // the feature: the final normed state
+    const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
+    train_file.check_vocab(target_ck.config.vocab_size);
+    const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
+    const int eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
+    std::vector<FeatureBatch> eval_set;  // held-out windows with the target's features and laws, computed once
+    for (int first = 0; first < eval_windows; first += B) {
+        const WindowBatch w = spaced_windows(test_file, test_range, T, eval_windows, first, std::min(B, eval_windows - first));
+        eval_set.push_back(feature_batch(w, hidden_teacher(target, pool, layer, w), target_ck.weights.embed));
+    }
+
+    // Step 2: each drafter (embedding and head: the target's, frozen; layer and connector at random).
+    const double fma_peak = fma_ceiling(pool);
+    for (Drafter& d : ds) {
+        d.schedule = schedule_from(d.hp, steps);
+        const Connector kind = d.connector == "fc" ? Connector::kFc : Connector::kSampler;
+        d.model = std::make_unique<TrainableFeatureDrafter>(
+            initial_feature_drafter(target_ck.config, target_ck.weights, kind, d.pad, seed,
+                                    static_cast<float>(d.hp.at("init_std").as_double())),
+            pool);
+        const Config& cfg = d.model->layer().config();
+        const float wd = static_cast<float>(d.hp.at("weight_decay").as_double());
+        AdamWOptions ao{.beta1 = 0.9f, .beta2 = 0.95f, .weight_decay = wd, .frozen = {"model.embed_tokens.weight"}};
+        if (!cfg.tie_word_embeddings) ao.frozen.push_back("lm_head.weight");
+        d.optimizer = std::make_unique<AdamW<>>(cfg, d.model->layer().params(), ao);
+        d.connector_optimizer = std::make_unique<AdamW<ConnectorShape, ConnectorWeights>>(
+            d.model->connector_shape(), d.model->connector_params(), AdamWOptions{.beta1 = 0.9f, .beta2 = 0.95f, .weight_decay = wd});
+        d.n_params = parameter_count(d.model->layer().params(), cfg) - d.model->layer().params().embed.size() -
+                     d.model->layer().params().lm_head.size();
+        for_each_tensor(d.model->connector_params(), d.model->connector_shape(),
+                        [&](const std::string&, const std::vector<float>& t, std::size_t) { d.n_params += t.size(); });
+        d.run.fma_peak = fma_peak;
+        std::printf("%s: %zu trained parameters (%s connector%s, one layer; %s's embedding and head frozen), L = %.2f "
+                    "L_t + L_f, %d steps of %d x %d tokens, %d threads\n",
+                    d.name.c_str(), d.n_params, d.connector.c_str(), d.pad ? ", PAD" : "", target_name.c_str(),
+                    d.token_weight, steps, B, T, threads);
+    }
+    // Held-out: L_t, L_f and how often the drafter's argmax is the target's (one step ahead, target features).
+    struct Held {
+        double token = 0, feature = 0, agree = 0;
+    };
+    const auto evaluate_feature = [&](TrainableFeatureDrafter& m, double token_weight) {
+        Held h;
+        for (const FeatureBatch& b : eval_set) {
+            const FeatureLoss l = m.forward_loss(b, token_weight, false);
+            h.token += l.token * b.B, h.feature += l.feature * b.B, h.agree += m.top1_agreement(b) * b.B;
+        }
+        h.token /= eval_windows, h.feature /= eval_windows, h.agree /= eval_windows;
+        return h;
+    };
+
+    // Step 3: the loop: one target forward per step, then every drafter on the same batch.
+    const int eval_every = std::max(1, steps / 10);
+    ProgressLine progress(std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10});
+    double smooth = 0.0, teacher_seconds = 0.0;
+    for (int step = 0; step < steps; ++step) {
+        if (step % eval_every == 0)
+            for (Drafter& d : ds) {
+                const Held h = evaluate_feature(*d.model, d.token_weight);
+                d.held_t.xs.push_back(step), d.held_t.ys.push_back(h.token);
+                d.held_f.xs.push_back(step), d.held_f.ys.push_back(h.feature);
+            }
+        const auto t_teacher = std::chrono::steady_clock::now();
+        const WindowBatch w = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
+        const FeatureBatch batch = feature_batch(w, hidden_teacher(target, pool, layer, w), target_ck.weights.embed);
+        teacher_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_teacher).count();
+        for (Drafter& d : ds) {
+            const auto t0 = std::chrono::steady_clock::now();
+            d.model->zero_grad();
+            const FeatureLoss loss = d.model->forward_loss(batch, d.token_weight, true);
+            d.model->clip_gradients(d.clip);
+            const float lr = d.schedule.at(step);
+            d.optimizer->step(pool, d.model->layer().params(), d.model->layer().grads(), lr);
+            d.connector_optimizer->step(pool, d.model->connector_params(), d.model->connector_grads(), lr);
+            d.train_t.xs.push_back(step + 1), d.train_t.ys.push_back(loss.token);
+            d.train_f.xs.push_back(step + 1), d.train_f.ys.push_back(loss.feature);
+            d.run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            d.run.step = step + 1;
+            if (&d == &ds[0]) smooth = step == 0 ? loss.total : 0.95 * smooth + 0.05 * loss.total;
+        }
+        progress.update(step + 1, smooth, double(step + 1) * B * T);
+    }
+    progress.finish();
+    const double seconds = progress.seconds_since_start();
+
+    // Step 4: each checkpoint (model_type "eagle" or "fspad"), the chart of L_t and L_f, a log, as shipped.
+    for (Drafter& d : ds) {
+        const Held final_eval = evaluate_feature(*d.model, d.token_weight);
+        d.held_t.xs.push_back(steps), d.held_t.ys.push_back(final_eval.token);
+        d.held_f.xs.push_back(steps), d.held_f.ys.push_back(final_eval.feature);
+        save_feature_checkpoint(d.dir, d.model->checkpoint(), SaveFormat::kBF16);
+        fs::copy_file("models/tokenizer.json", d.dir / "tokenizer.json", fs::copy_options::overwrite_existing);
+        write_svg_chart((d.dir / "loss.svg").string(),
+                        d.name + ": L_t (soft cross-entropy, nats) and L_f (SmoothL1 to the target's feature)",
+                        std::vector<Series>{d.train_t, d.train_f, d.held_t, d.held_f},
+                        ChartOptions{.x_label = "step", .y_label = "loss per row"});
+        TrainableFeatureDrafter shipped(load_feature_checkpoint(d.dir), pool);
+        const Held bf16_eval = evaluate_feature(shipped, d.token_weight);
+        json::Object log;
+        log.set("parameters_trained", static_cast<std::int64_t>(d.n_params));
+        log.set("target", target_name);
+        log.set("connector", d.connector);
+        log.set("partial_alignment", d.pad);
+        log.set("token_weight", d.token_weight);
+        log.set("steps", steps);
+        log.set("batch", B);
+        log.set("seq_len", T);
+        log.set("threads", threads);
+        log.set("step_seconds", d.run.step_seconds);  // this drafter's own updates
+        log.set("teacher_seconds", teacher_seconds);  // the target's forwards, shared by the drafters trained together
+        log.set("wall_seconds", seconds);
+        log.set("trained_with", json::Array(names.begin(), names.end()));
+        log.set("heldout_token_loss", bf16_eval.token);
+        log.set("heldout_feature_loss", bf16_eval.feature);
+        log.set("heldout_top1_agreement", bf16_eval.agree);
+        log.set("heldout_tokens", static_cast<std::int64_t>(eval_windows) * T);
+        std::ofstream(d.dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+        std::printf("%s: held-out L_t %.3f, L_f %.4f, top-1 agreement %.3f (bf16 checkpoint; float32 before saving "
+                    "%.3f / %.4f / %.3f), its updates %.0f s + the shared target %.0f s, wrote %s\n",
+                    d.name.c_str(), bf16_eval.token, bf16_eval.feature, bf16_eval.agree, final_eval.token,
+                    final_eval.feature, final_eval.agree, d.run.step_seconds, teacher_seconds, d.dir.string().c_str());
+    }
+    return 0;
+}
+
 /// Max-Gram's bigram table from the training token file (the paper uses Wikipedia bigrams).
 int make_bigram() {
     const auto t0 = std::chrono::steady_clock::now();
@@ -580,11 +765,22 @@ int main(int argc, char** argv) try {
     if (what == "model" && argc > 2 && flags_ok) return make_model(argv[2], options);
     if (what == "glide" && argc > 2 && flags_ok) return make_glide(argv[2], options);
     if (what == "edd" && argc > 2 && flags_ok) return make_edd(argv[2], options);
+    if ((what == "eagle" || what == "fspad") && argc > 2) {
+        std::vector<std::string> names;  // several names train together on one target forward per step
+        RunOptions feature_options;
+        for (int i = 2; i < argc; ++i) {
+            const std::string a = argv[i];
+            if (a == "--resume") feature_options.resume = true;
+            else names.push_back(a);
+        }
+        return make_feature(names, feature_options);
+    }
     if (what == "bigram" && argc == 2) return make_bigram();
     std::fprintf(stderr, "usage: train_demo tokenizer | train_demo bigram\n"
                          "       train_demo model <name> [--resume] [--checkpoint-every N]\n"
                          "       train_demo glide <name> [--resume] [--checkpoint-every N]\n"
-                         "       train_demo edd <name> [--resume] [--checkpoint-every N]   (from the repository root)\n");
+                         "       train_demo edd <name> [--resume] [--checkpoint-every N]\n"
+                         "       train_demo eagle|fspad <name> [<name> ...]   (from the repository root)\n");
     return 2;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -19,17 +19,21 @@ while [ $# -gt 0 ]; do
     *) names+=("$1"); shift ;;
   esac
 done
-[ ${#names[@]} -eq 0 ] && names=(target small mid glide vanilla edd vdm)
+[ ${#names[@]} -eq 0 ] && names=(target small mid glide vanilla edd vdm eagle fspad)
 bash scripts/deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" --target train_demo
 ./build/release/train_demo tokenizer
 ./build/release/train_demo bigram   # Max-Gram's table (CS Drafting), from the tokenised corpus
 # A train.json with "glide_cross_attention" is a GLIDE drafter (or its vanilla ablation): `train_demo glide`;
-# one with "edd" an EDD drafter (or its VDM baseline): `train_demo edd`.
+# one with "edd" an EDD drafter (or its VDM baseline): `train_demo edd`. EAGLE's and FSPAD's feature
+# drafters (train.json with "feature") train together, on one target forward per step: `train_demo eagle eagle fspad`.
+features=()
 for name in "${names[@]}"; do
+  if grep -q '"feature"' "models/$name/train.json"; then features+=("$name"); continue; fi
   kind=model
   if grep -q '"glide_cross_attention"' "models/$name/train.json"; then kind=glide; fi
   if grep -q '"edd"' "models/$name/train.json"; then kind=edd; fi
   ./build/release/train_demo "$kind" "$name" "${flags[@]}"
 done
+[ ${#features[@]} -eq 0 ] || ./build/release/train_demo eagle "${features[@]}"

@@ -24,22 +24,17 @@ inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
     return s;
 }
 
-/// For each tensor, the derivative of `loss` along a random unit direction in that tensor, by
-/// finite differences, against the analytic gradient's projection on the same direction.
-template <class Loss>
-void check_model_gradient(specdec::train::TrainableLlama& model, const specdec::Config& cfg, Loss&& loss, double tol = 0.02) {
-    model.zero_grad();
-    loss(/*with_backward=*/true);
-    const specdec::Weights grads = model.grads();
-    std::vector<std::string> names;
+/// For each tensor of `params` (walked by for_each_tensor with `cfg`: a Weights, a connector, ...), the
+/// derivative of `loss` along a random unit direction in that tensor, by finite differences, against
+/// the projection of `grads` (the analytic gradient, shaped like params) on the same direction.
+template <class Tensors, class Cfg, class Loss>
+void check_tensor_gradient(Tensors& params, const Tensors& grads, const Cfg& cfg, Loss&& loss, double tol = 0.02,
+                           std::uint64_t seed = 100) {
     std::vector<const std::vector<float>*> grad_tensors;
-    for_each_tensor(grads, cfg, [&](const std::string& name, const std::vector<float>& g, std::size_t) {
-        names.push_back(name);
-        grad_tensors.push_back(&g);
-    });
+    for_each_tensor(grads, cfg, [&](const std::string&, const std::vector<float>& g, std::size_t) { grad_tensors.push_back(&g); });
     std::size_t index = 0;
-    for_each_tensor(model.params(), cfg, [&](const std::string& name, std::vector<float>& p, std::size_t n) {
-        const std::vector<double> u = randn(n, 100 + index);
+    for_each_tensor(params, cfg, [&](const std::string& name, std::vector<float>& p, std::size_t n) {
+        const std::vector<double> u = randn(n, seed + index);
         const double norm = std::sqrt(dot(u, u));
         const std::vector<float>& g = *grad_tensors[index++];
         double analytic = 0;
@@ -55,6 +50,15 @@ void check_model_gradient(specdec::train::TrainableLlama& model, const specdec::
         INFO(name << ": finite difference " << fd << ", backward " << analytic);
         CHECK(std::abs(fd - analytic) <= tol * std::max(std::abs(fd), 1e-2));
     });
+}
+
+/// check_tensor_gradient over every parameter of a TrainableLlama.
+template <class Loss>
+void check_model_gradient(specdec::train::TrainableLlama& model, const specdec::Config& cfg, Loss&& loss, double tol = 0.02) {
+    model.zero_grad();
+    loss(/*with_backward=*/true);
+    const specdec::Weights grads = model.grads();
+    check_tensor_gradient(model.params(), grads, cfg, loss, tol);
 }
 
 }  // namespace test

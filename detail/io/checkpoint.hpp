@@ -211,7 +211,11 @@ SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const
     if (ends("k_proj.weight") || ends("v_proj.weight")) return {kv, D};
     if (ends("o_proj.weight")) return {D, q};
     if (ends("gate_proj.weight") || ends("up_proj.weight")) return {F, D};
-    if (ends("down_proj.weight")) return {D, F};
+    if (ends("down_proj.weight")) {
+        // The last layer's is (2D, F) under partial_alignment (FSPAD's PAD).
+        const std::string last = "model.layers." + std::to_string(c.num_hidden_layers - 1) + ".";
+        return {name.compare(0, last.size(), last) == 0 ? c.down_rows(c.num_hidden_layers - 1) : D, F};
+    }
     fail("checkpoint", "no HF shape known for tensor '" + name + "'");
 }
 
@@ -246,13 +250,15 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
     // loading it anyway would decode garbage without a word.
     if (const auto* v = root.find("model_type"); v && !v->is_null()) {
         const std::string type = field("model_type", detail::as_string);
-        // edd and glide are this library's own Llama-shaped drafters (their loaders read the rest).
-        const bool known = type == "llama" || type == "mistral" || type == "edd" || type == "glide";
+        // edd, glide, eagle and fspad are this library's own Llama-shaped drafters (their loaders read the rest).
+        const bool known = type == "llama" || type == "mistral" || type == "edd" || type == "glide" ||
+                           type == "eagle" || type == "fspad";
         detail::require(known, "checkpoint", [&] {
             return file + ": model_type '" + type + "' is not supported (llama, or mistral without sliding_window)" +
                    (type == "qwen2" ? "; Qwen2's q/k/v projections have biases, which this Llama does not" : "");
         });
     }
+    if (root.find("partial_alignment")) c.partial_alignment = field("partial_alignment", detail::as_bool);
     if (root.find("hidden_act")) {
         const std::string act = field("hidden_act", detail::as_string);
         detail::require(act == "silu", "checkpoint",
@@ -302,6 +308,7 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
     o.set("rope_theta", static_cast<double>(c.rope_theta));
     o.set("rms_norm_eps", static_cast<double>(c.rms_norm_eps));
     o.set("tie_word_embeddings", c.tie_word_embeddings);
+    if (c.partial_alignment) o.set("partial_alignment", true);  // FSPAD's PAD: the last down_proj is (2D, F)
     o.set("attention_bias", false);
     o.set("mlp_bias", false);
     if (c.attention_head_dim > 0) o.set("head_dim", c.attention_head_dim);
@@ -444,6 +451,11 @@ SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir) {
             return cfg_path.string() + ": an EDD drafter (model_type edd); load it with load_edd_checkpoint, next to "
                                        "the target whose hidden states it reads";
         });
+        detail::require(type == nullptr || !type->is_string() || (type->as_string() != "eagle" && type->as_string() != "fspad"),
+                        "checkpoint", [&] {
+                            return cfg_path.string() + ": a feature drafter (model_type " + type->as_string() +
+                                   "); load it with load_feature_checkpoint, next to the target whose features it reads";
+                        });
     }
     Checkpoint ck;
     ck.config = load_config(cfg_path);

@@ -70,6 +70,16 @@ struct Config {
     bool tie_word_embeddings = false;     // lm_head shares embed_tokens
     int attention_head_dim = 0;           // hd (HF's head_dim); 0 = hidden_size / num_attention_heads
     RopeScaling rope_scaling{};           // RoPE frequency scaling (none by default)
+    /// FSPAD's Partial Alignment Distillation (fspad.txt, "Partial Alignment Distillation"): the last
+    /// layer's down_proj is (2D, F), its two halves sharing the residual stream. The first half, through
+    /// the final norm, feeds the LM head (f~, the token); the second, through the same norm, is the
+    /// captured final state (f, the feature the drafter feeds forward). false: one (D, F) down_proj.
+    bool partial_alignment = false;
+
+    /// Rows of layer l's down_proj: D, or 2D for the last layer under partial_alignment.
+    int down_rows(int layer) const {
+        return partial_alignment && layer + 1 == num_hidden_layers ? 2 * hidden_size : hidden_size;
+    }
 
     int head_dim() const { return attention_head_dim > 0 ? attention_head_dim : hidden_size / num_attention_heads; }
     int q_dim() const { return num_attention_heads * head_dim(); }  // H*hd, the rows of q_proj
@@ -89,7 +99,8 @@ struct Config {
     std::int64_t parameter_count() const {
         using detail::add_sat, detail::mul_sat;
         const std::int64_t head = tie_word_embeddings ? 0 : embedding_parameters();
-        return add_sat(add_sat(embedding_parameters(), head),
+        const std::int64_t pad = partial_alignment ? mul_sat(intermediate_size, hidden_size) : 0;  // the second half
+        return add_sat(add_sat(add_sat(embedding_parameters(), head), pad),
                        add_sat(mul_sat(num_hidden_layers, layer_parameters()), hidden_size));
     }
 

@@ -176,7 +176,8 @@ public:
 private:
     /// Keeps x_ as the last forward's states of `layer` and in the committed-state rows of its nodes
     /// (rows cache_len + first + i, as the KV rows), where commit finds them.
-    void capture(int layer);
+    void capture(int layer) { capture(layer, x_); }
+    void capture(int layer, const std::vector<float>& states);
 
     void linear(float* y, const float* x, const detail::Matrix& w, int n) { detail::linear(opt_, y, x, w, n); }
 
@@ -265,6 +266,8 @@ private:
     std::vector<float> gate_up_;            // (n, 2F)
     std::vector<float> hidden_mlp_;         // (n, F)
     std::vector<float> logits_;             // (n, V)
+    std::vector<float> pad_out_;            // (n, 2D) the last down_proj's output under partial_alignment
+    std::vector<float> feature_;            // (n, D) its feature branch, normed (captured as state L)
     std::vector<int> hidden_layers_;
     std::vector<std::vector<float>> hidden_;  // per captured layer: (n, D)
     int hidden_first_ = 0;                    // the `first` of the last forward
@@ -477,15 +480,33 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
             const float* g = row(gate_up_, i, 2 * Fw);
             detail::swiglu(row(hidden_mlp_, i, Fw), g, g + Fw, Fw, fast);
         });
-        linear(xb_.data(), hidden_mlp_.data(), mats_[l].down, n);
-        // The residual add, then the next layer's attention norm (or the final norm) on the same row.
         const bool last = l + 1 == cfg_.num_hidden_layers;
+        if (last && cfg_.partial_alignment) {
+            // FSPAD's PAD: the (2D, F) down_proj's second half, on the shared residual and through the
+            // final norm, is the feature (captured as state L); the first half continues as usual to
+            // the LM head.
+            pad_out_.resize(nn * 2 * D);
+            feature_.resize(nn * D);
+            linear(pad_out_.data(), hidden_mlp_.data(), mats_[l].down, n);
+            rows([&](int i) {
+                const float* o = row(pad_out_, i, 2 * D);
+                float* f = row(feature_, i, D);
+                const float* x = row(x_, i, D);
+                for (int d = 0; d < D; ++d) f[d] = x[d] + o[D + d];
+                detail::rmsnorm(f, f, w_.norm.data(), D, eps, fast);
+                std::copy_n(o, D, row(xb_, i, D));
+            });
+        } else {
+            linear(xb_.data(), hidden_mlp_.data(), mats_[l].down, n);
+        }
+        // The residual add, then the next layer's attention norm (or the final norm) on the same row.
         const float* next_norm = last ? w_.norm.data() : w_.layers[l + 1].attn_norm.data();
         rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), next_norm, D, eps, fast); });
         if (!last) capture(l + 1);
     }
     std::swap(x_, xb_);
-    capture(cfg_.num_hidden_layers);  // HF's last hidden state is the normed one
+    // HF's last hidden state is the normed one (under partial_alignment: the feature branch's).
+    capture(cfg_.num_hidden_layers, cfg_.partial_alignment ? feature_ : x_);
     linear(logits_.data(), x_.data(), head_, n);
     return Rows{logits_, V};
 }
@@ -551,12 +572,12 @@ SPECDEC_INLINE Rows CpuModel::committed_hidden(int i) const {
     return Rows{committed_hidden_.first_rows(i, cache_len_), cfg_.hidden_size};
 }
 
-SPECDEC_INLINE void CpuModel::capture(int layer) {
+SPECDEC_INLINE void CpuModel::capture(int layer, const std::vector<float>& states) {
     for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
         if (hidden_layers_[i] == layer) {
-            std::copy(x_.begin(), x_.end(), hidden_[i].begin());
+            std::copy_n(states.begin(), hidden_[i].size(), hidden_[i].begin());
             float* rows = committed_hidden_.rows(static_cast<int>(i));
-            std::copy(x_.begin(), x_.end(), rows + static_cast<std::size_t>(cache_len_ + hidden_first_) * cfg_.hidden_size);
+            std::copy_n(states.begin(), hidden_[i].size(), rows + static_cast<std::size_t>(cache_len_ + hidden_first_) * cfg_.hidden_size);
         }
 }
 
@@ -571,7 +592,7 @@ SPECDEC_INLINE void CpuModel::prepare_matrices() {
         mats_[l].qkv = make(&fused_[2 * l], {&lw.wq, &lw.wk, &lw.wv}, qd + 2 * kvd, D);
         mats_[l].wo = make(nullptr, {&lw.wo}, D, qd);
         mats_[l].gate_up = make(&fused_[2 * l + 1], {&lw.w_gate, &lw.w_up}, 2 * Fw, D);
-        mats_[l].down = make(nullptr, {&lw.w_down}, D, Fw);
+        mats_[l].down = make(nullptr, {&lw.w_down}, cfg_.down_rows(l), Fw);
     }
     head_ = make(nullptr, {&w_.output_matrix()}, cfg_.vocab_size, D);
     inv_freq_ = rope_inverse_frequencies(cfg_);  // rope_scaling applied

@@ -27,7 +27,7 @@ struct LayerWeights {
     std::vector<float> mlp_norm;   // (D)         model.layers.{i}.post_attention_layernorm.weight
     std::vector<float> w_gate;     // (F, D)      model.layers.{i}.mlp.gate_proj.weight
     std::vector<float> w_up;       // (F, D)      model.layers.{i}.mlp.up_proj.weight
-    std::vector<float> w_down;     // (D, F)      model.layers.{i}.mlp.down_proj.weight
+    std::vector<float> w_down;     // (D, F)      model.layers.{i}.mlp.down_proj.weight; (2D, F) last, partial_alignment
 };
 
 struct Weights {
@@ -58,7 +58,7 @@ void for_each_tensor(W& w, const Config& c, F&& f) {
         f(p + "post_attention_layernorm.weight", l.mlp_norm, D);
         f(p + "mlp.gate_proj.weight", l.w_gate, Fw * D);
         f(p + "mlp.up_proj.weight", l.w_up, Fw * D);
-        f(p + "mlp.down_proj.weight", l.w_down, D * Fw);
+        f(p + "mlp.down_proj.weight", l.w_down, static_cast<std::size_t>(c.down_rows(static_cast<int>(i))) * Fw);
     }
     f(std::string("model.norm.weight"), w.norm, D);
     if (!c.tie_word_embeddings) f(std::string("lm_head.weight"), w.lm_head, V * D);

@@ -385,4 +385,30 @@ TeacherCache build_teacher_cache(Model& target, const WindowBatch& windows, cons
     return c;
 }
 
+/// What a frozen target says about B windows of T tokens, in full: the states of one layer (B, T, D)
+/// and the next-token distributions (B, T, V), from one chain forward per window (the CPU model's
+/// prefill path). EDD reads state L-3 as its soft prompt, EAGLE/FSPAD state L as features.
+struct HiddenTeacher {
+    int B = 0, T = 0, D = 0, V = 0;
+    std::vector<float> states;
+    std::vector<float> probs;
+};
+
+template <ExposesHidden Target>
+HiddenTeacher hidden_teacher(Target& target, ThreadPool& pool, int layer, const WindowBatch& w) {
+    HiddenTeacher t{w.B, w.T, 0, target.vocab_size(), {}, {}};
+    target.capture_hidden({layer});
+    t.probs.resize(static_cast<std::size_t>(w.B) * w.T * t.V);
+    for (int b = 0; b < w.B; ++b) {
+        target.reset();
+        const Rows logits = target.forward(Tree::chain(std::span(w.inputs).subspan(static_cast<std::size_t>(b) * w.T, w.T)), 0);
+        softmax_rows(pool, t.probs.data() + static_cast<std::size_t>(b) * w.T * t.V, logits.data.data(), w.T, t.V);
+        const Rows h = target.hidden(0);
+        t.D = h.cols;
+        t.states.insert(t.states.end(), h.data.begin(), h.data.end());
+    }
+    target.reset();
+    return t;
+}
+
 }  // namespace specdec::train

@@ -12,6 +12,8 @@
 //     as a soft prompt in front of the token rows; their gradient comes back in input_embeddings_grad();
 //   - hidden states of chosen layers (capture_hidden, HF numbering as CpuModel) with a gradient
 //     input per captured layer (dhidden): EAGLE/FSPAD regress features with SmoothL1.
+// Config::partial_alignment (FSPAD's PAD) doubles the last down_proj: its first half feeds the final
+// norm and the LM head, its second half, through the same norm, is the captured final state L.
 //
 // Use: forward(batch); add losses into dlogits()/dhidden() (cross_entropy() is the common one);
 // backward(); optimizer step; zero_grad(). Backward adds into grads(), so several forward/backward
@@ -120,7 +122,13 @@ public:
         const int N = rows(), D = cfg_.hidden_size;
         rmsnorm_forward(*pool_, final_.data(), final_rstd_.data(), resid_.back().data(), params_.norm.data(), N, D,
                         cfg_.rms_norm_eps, fast_);
-        keep_hidden(cfg_.num_hidden_layers, final_);
+        if (cfg_.partial_alignment) {
+            rmsnorm_forward(*pool_, feat_final_.data(), feat_rstd_.data(), resid_feat_.data(), params_.norm.data(), N, D,
+                            cfg_.rms_norm_eps, fast_);
+            keep_hidden(cfg_.num_hidden_layers, feat_final_);
+        } else {
+            keep_hidden(cfg_.num_hidden_layers, final_);
+        }
         linear_forward(*pool_, logits_.data(), final_.data(), params_.output_matrix().data(), N, D, cfg_.vocab_size,
                        fast_);
         detail::fill(*pool_, dlogits_, 0.0f);
@@ -159,7 +167,16 @@ public:
         detail::fill(*pool_, dfinal_, 0.0f);
         linear_backward(*pool_, dfinal_.data(), dout_matrix.data(), dlogits_.data(), final_.data(),
                         params_.output_matrix().data(), N, D, cfg_.vocab_size, scratch_, fast_);
-        add_dhidden(L, dfinal_);
+        if (cfg_.partial_alignment) {
+            // The captured state L is the feature branch: its gradient goes back through that branch's norm.
+            detail::fill(*pool_, dres_feat_, 0.0f);
+            detail::fill(*pool_, dfeat_final_, 0.0f);
+            add_dhidden(L, dfeat_final_);
+            rmsnorm_backward(*pool_, dres_feat_.data(), grads_.norm.data(), dfeat_final_.data(), resid_feat_.data(),
+                             params_.norm.data(), feat_rstd_.data(), N, D, fast_);
+        } else {
+            add_dhidden(L, dfinal_);
+        }
         detail::fill(*pool_, dres_, 0.0f);
         rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
                          params_.norm.data(), final_rstd_.data(), N, D, fast_);
@@ -238,6 +255,14 @@ private:
         }
         final_rstd_.resize(N);
         final_.resize(N * D);
+        if (cfg_.partial_alignment) {
+            mlp_out_.resize(N * 2 * D);
+            resid_feat_.resize(N * D);
+            feat_rstd_.resize(N);
+            feat_final_.resize(N * D);
+            dfeat_final_.resize(N * D);
+            dres_feat_.resize(N * D);
+        }
         logits_.resize(N * V);
         dlogits_.resize(N * V);
         hidden_.assign(hidden_layers_.size(), std::vector<float>(N * D));
@@ -315,6 +340,18 @@ private:
         linear_forward(*pool_, a.gate.data(), a.mlp_in.data(), w.w_gate.data(), N, D, F, fast_);
         linear_forward(*pool_, a.up.data(), a.mlp_in.data(), w.w_up.data(), N, D, F, fast_);
         swiglu_forward(*pool_, a.act.data(), a.gate.data(), a.up.data(), N, F, fast_);
+        if (cfg_.down_rows(l) != D) {
+            // PAD: both halves of the (2D, F) down_proj add to the same residual x_mid.
+            linear_forward(*pool_, mlp_out_.data(), a.act.data(), w.w_down.data(), N, F, 2 * D, fast_);
+            detail::parallel_rows(*pool_, N, [&](int r0, int r1) {
+                for (std::size_t i = static_cast<std::size_t>(r0) * D; i < static_cast<std::size_t>(r1) * D; ++i) {
+                    const std::size_t r = i / D, d = i % D;
+                    out[i] = a.x_mid[i] + mlp_out_[r * 2 * D + d];
+                    resid_feat_[i] = a.x_mid[i] + mlp_out_[r * 2 * D + D + d];
+                }
+            });
+            return;
+        }
         detail::copy(*pool_, out, a.x_mid.data(), a.x_mid.size());  // the residual; down_proj adds into it
         linear_forward_add(*pool_, out, a.act.data(), w.w_down.data(), N, F, D, fast_);
     }
@@ -342,9 +379,23 @@ private:
         const int H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads, qd = H * hd, kvd = cfg_.kv_dim();
 
         // MLP branch: dres_ becomes d(x_mid).
+        const float* dmlp = dres_.data();
+        if (cfg_.down_rows(l) != D) {
+            // PAD: the (2D, F) down_proj's output gradient is [d token branch | d feature branch]; both
+            // branches' skip connections reach x_mid.
+            detail::parallel_rows(*pool_, N, [&](int r0, int r1) {
+                for (std::size_t i = static_cast<std::size_t>(r0) * D; i < static_cast<std::size_t>(r1) * D; ++i) {
+                    const std::size_t r = i / D, d = i % D;
+                    mlp_out_[r * 2 * D + d] = dres_[i];
+                    mlp_out_[r * 2 * D + D + d] = dres_feat_[i];
+                    dres_[i] += dres_feat_[i];
+                }
+            });
+            dmlp = mlp_out_.data();
+        }
         detail::fill(*pool_, d_act_, 0.0f);
-        linear_backward(*pool_, d_act_.data(), g.w_down.data(), dres_.data(), a.act.data(), w.w_down.data(), N, F, D,
-                        scratch_, fast_);
+        linear_backward(*pool_, d_act_.data(), g.w_down.data(), dmlp, a.act.data(), w.w_down.data(), N, F,
+                        cfg_.down_rows(l), scratch_, fast_);
         detail::fill(*pool_, d_gate_, 0.0f);
         detail::fill(*pool_, d_up_, 0.0f);
         swiglu_backward(*pool_, d_gate_.data(), d_up_.data(), d_act_.data(), a.gate.data(), a.up.data(), N, F, fast_);
@@ -419,6 +470,9 @@ private:
     std::vector<float> final_;               // (N, D) model.norm output
     std::vector<float> logits_;              // (N, V)
     std::vector<std::vector<float>> hidden_; // per captured layer: (N, D)
+    // partial_alignment only: the last down_proj's output (N, 2D) (its gradient in backward), the
+    // feature branch's residual (N, D), its final-norm statistics and output, and their gradients.
+    std::vector<float> mlp_out_, resid_feat_, feat_rstd_, feat_final_, dfeat_final_, dres_feat_;
 
     // Gradients of activations, reused by every layer.
     std::vector<float> dlogits_;                  // (N, V)

@@ -174,6 +174,7 @@ struct Models {
     std::map<std::string, std::unique_ptr<GlideModel<CpuModel>>> glides;     // GLIDE drafters (read the target's KV)
     std::map<std::string, std::unique_ptr<CpuModel>> edds;                   // EDD drafters (read the target's states)
     std::map<std::string, int> edd_layers;                                    // the state each EDD drafter reads
+    std::map<std::string, std::unique_ptr<FeatureDrafter>> features;         // EAGLE / FSPAD drafters (read the target's features)
     std::map<std::string, double> cost_ratios;                                // s_d/s_t per drafter, when a PCT needs it
     std::unique_ptr<Bigram> bigram;                                           // Max-Gram's table, when a cascade needs it
     std::vector<ModelInfo> info;  // target first
@@ -186,6 +187,8 @@ struct Models {
             if (m.get() == model) return find(name);
         for (const auto& [name, m] : edds)
             if (m.get() == model) return find(name);
+        for (const auto& [name, m] : features)
+            if (&m->model == model) return find(name);
         detail::fail("bench", "a proposer reported calls of a model the harness did not load");
     }
     const ModelInfo& find(const std::string& name) const {
@@ -221,7 +224,7 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
     m.target = std::make_unique<CpuModel>(t.config, std::move(t.weights), opt);
     for (const MethodSpec& s : methods) {
         for (const std::string& name : drafter_names(s)) {
-            if (m.drafters.count(name) || m.glides.count(name) || m.edds.count(name)) continue;
+            if (m.drafters.count(name) || m.glides.count(name) || m.edds.count(name) || m.features.count(name)) continue;
             need(name, "as a drafter of method '" + s.name + "'");
             const json::Value cfg = json::parse(detail::read_text_file(dir / name / "config.json", "bench"),
                                                 (dir / name / "config.json").string());
@@ -232,6 +235,11 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
                 m.info.push_back({name, e.config, matrix_params(e.config)});
                 m.edd_layers[name] = e.target_layer;
                 m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), opt);
+            } else if (type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) {
+                FeatureCheckpoint f = load_feature_checkpoint(dir / name);
+                check_feature_pair(f, m.target->config());
+                m.info.push_back({name, f.config, matrix_params(f.config)});
+                m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), opt);
             } else if (cfg.find("glide_cross_attention") != nullptr) {
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
                 const Config shape = g.config.draft;
@@ -295,11 +303,16 @@ Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<
 }
 
 /// Calls f with a proposer over the named drafter model, whichever kind it is: a model drafting on its
-/// own (ModelProposer over a Llama or GLIDE) or EDD's, fed the target's states.
+/// own (ModelProposer over a Llama or GLIDE), EDD's fed the target's states, or EAGLE's / FSPAD's fed
+/// its features.
 template <class F>
 Run with_proposer(Models& models, const std::string& name, F&& f) {
     if (auto it = models.edds.find(name); it != models.edds.end()) {
         EddProposer proposer(*models.target, *it->second, models.edd_layers.at(name));
+        return f(proposer);
+    }
+    if (auto it = models.features.find(name); it != models.features.end()) {
+        FeatureProposer proposer(*models.target, *it->second);
         return f(proposer);
     }
     if (auto it = models.glides.find(name); it != models.glides.end()) {
@@ -314,6 +327,7 @@ Run with_proposer(Models& models, const std::string& name, F&& f) {
 template <class F>
 auto with_model(Models& models, const std::string& name, F&& f) {
     if (auto it = models.edds.find(name); it != models.edds.end()) return f(*it->second);
+    if (auto it = models.features.find(name); it != models.features.end()) return f(it->second->model);
     if (auto it = models.glides.find(name); it != models.glides.end()) return f(*it->second);
     return f(*models.drafters.at(name));
 }

@@ -74,29 +74,12 @@ struct EddTrainOptions {
     }
 };
 
-/// What the frozen target says about B windows of T tokens: states of the drafter's layer (B, T, D) and
-/// next-token distributions (B, T, V), from one chain forward per window (the CPU model's prefill path).
-struct EddTeacher {
-    int B = 0, T = 0, D = 0, V = 0;
-    std::vector<float> states;
-    std::vector<float> probs;
-};
+/// The frozen target's states of the drafter's layer and its next-token laws (train/dataset.hpp).
+using EddTeacher = HiddenTeacher;
 
 template <ExposesHidden Target>
 EddTeacher edd_teacher(Target& target, ThreadPool& pool, int layer, const WindowBatch& w) {
-    EddTeacher t{w.B, w.T, 0, target.vocab_size(), {}, {}};
-    target.capture_hidden({layer});
-    t.probs.resize(static_cast<std::size_t>(w.B) * w.T * t.V);
-    for (int b = 0; b < w.B; ++b) {
-        target.reset();
-        const Rows logits = target.forward(Tree::chain(std::span(w.inputs).subspan(static_cast<std::size_t>(b) * w.T, w.T)), 0);
-        softmax_rows(pool, t.probs.data() + static_cast<std::size_t>(b) * w.T * t.V, logits.data.data(), w.T, t.V);
-        const Rows h = target.hidden(0);
-        t.D = h.cols;
-        t.states.insert(t.states.end(), h.data.begin(), h.data.end());
-    }
-    target.reset();
-    return t;
+    return hidden_teacher(target, pool, layer, w);
 }
 
 /// One batch for the drafter, rows laid out per window as [H ; T] (soft prompt) or T (VDM).

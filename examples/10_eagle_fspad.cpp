@@ -1,0 +1,73 @@
+// 10 — EAGLE-2 and FSPAD (fspad.txt) as two compositions that differ in one drafter.
+//
+// Teaches: a drafter that works on the target's features rather than its tokens. FeatureProposer
+// reads the target's final normed states of the committed text (ExposesCommittedHidden) and drafts
+// autoregressively at the feature level inside EAGLE-2's dynamic tree (Eagle2Tree: expand the top-k
+// by joint probability, keep the global top-N). EAGLE's drafter joins (e_{t+1}, f_t) with an FC layer;
+// FSPAD's with its Feature Sampler, and its layer's MLP outputs two halves (PAD). The composition is
+// the same; only the checkpoint differs. Greedy output equals plain greedy decoding; at T > 0 the
+// same tree goes with SampleAndMatch (exact for a tree of top-k children). Models: train_demo eagle
+// eagle fspad.
+//
+// Run from the repository root: ./build/release/10_eagle_fspad [n_prompts=4] [half]. Exits 1 if an
+// output differs from plain greedy decoding.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "report.hpp"
+#include "specdec.hpp"
+
+using namespace specdec;
+
+int main(int argc, char** argv) try {
+    const int n_prompts = argc > 1 ? std::atoi(argv[1]) : 4;
+    const bool half = argc > 2 && std::string(argv[2]) == "half";
+    ThreadPool pool(1);
+    const ModelOptions opts{.pool = &pool};
+    Checkpoint t = load_checkpoint("models/target");
+    CpuModel target(t.config, std::move(t.weights), opts);
+    const Tokenizer tok = Tokenizer::load("models/target/tokenizer.json");
+
+    // ---- the compositions (greedy) ------------------------------------------------------------------
+    FeatureDrafter eagle(load_feature_checkpoint("models/eagle"), opts);  // FC connector
+    FeatureDrafter fspad(load_feature_checkpoint("models/fspad"), opts);  // Feature Sampler + PAD
+    FeatureProposer eagle_drafts(target, eagle);                           // reads target's features
+    FeatureProposer fspad_drafts(target, fspad);
+    Eagle2Tree tree = half ? Eagle2Tree::half_budget() : Eagle2Tree{};     // 60 / 6 / 10, or 30 / 6 / 5
+    TreeVerifier verifier;
+    GreedyMatch acceptor;                                                  // SampleAndMatch at T > 0
+    // ------------------------------------------------------------------------------------------------
+    std::printf("EAGLE-2 tree: %d tokens, depth %d, top-k %d\n", tree.total_tokens, tree.depth, tree.top_k);
+
+    const auto prompts = example::read_prompts("data/prompts.jsonl", n_prompts);
+    bool lossless = true;
+    const auto measure = [&](const char* name, auto&& generate) {
+        double t_plain = 0, t_spec = 0;
+        long tokens = 0, steps = 0, nodes = 0, identical = 0;
+        for (const example::Prompt& p : prompts) {
+            const std::vector<int> prompt = tok.encode(p.text);
+            const GenerateOptions o{.max_new_tokens = 64};
+            Generation plain, spec;
+            t_plain += example::seconds([&] { plain = autoregressive_generate(target, prompt, o); });
+            t_spec += example::seconds([&] { spec = generate(prompt, o); });
+            tokens += static_cast<long>(spec.tokens.size());
+            steps += spec.n_target_calls();
+            for (const StepRecord& s : spec.steps) nodes += s.n_drafted;
+            identical += spec.tokens == plain.tokens;
+        }
+        std::printf("%-8s tau %.2f, %5.1f draft nodes per step, speedup %.2fx, identical to plain greedy on %ld/%zu prompts\n",
+                    name, double(tokens) / steps, double(nodes) / steps, t_plain / t_spec, identical, prompts.size());
+        lossless = lossless && identical == static_cast<long>(prompts.size());
+    };
+    measure("EAGLE-2", [&](auto prompt, auto o) {
+        return speculative_generate(target, eagle_drafts, tree, verifier, acceptor, prompt, o);
+    });
+    measure("FSPAD", [&](auto prompt, auto o) {
+        return speculative_generate(target, fspad_drafts, tree, verifier, acceptor, prompt, o);
+    });
+    return lossless ? 0 : 1;  // greedy output must be plain greedy decoding's
+} catch (const specdec::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+}
