@@ -89,7 +89,9 @@ inline void require_finite(Rows logits, const Tree& tree, std::uint32_t step) {
 ///   2. verify — the Verifier scores every node with one target forward (tree attention)
 ///   3. accept — the Acceptor walks the tree: accepted path (root first) and the next token
 ///   4. commit — the target keeps the path's KV rows; the drafter observes; the bonus is the new root
-/// Autoregressive decoding is this loop with RootOnly (an empty draft).
+/// Autoregressive decoding is this loop with RootOnly (an empty draft). An acceptor may defer the bonus
+/// (AcceptResult::bonus_law): then the whole path is committed, no root is pending, and the next
+/// builder draws that position's candidates from the law itself (target-initialised MCSD's forest).
 template <LanguageModel Target, Proposer P, TreeBuilder<P> B, Verifier<Target> Ver, Acceptor A>
 Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& verifier, A& acceptor,
                                 std::span<const int> prompt, const GenerateOptions& opts) {
