@@ -165,6 +165,17 @@
 #include "detail/methods/eagle_fspad/feature_drafter.hpp"  // defines: FeatureProposer, FeatureDrafter, Connector, load_feature_checkpoint (EAGLE's / FSPAD's drafter)
 #include "detail/methods/eagle_fspad/train_feature.hpp"    // defines: train::TrainableFeatureDrafter, feature_batch, feature_loss (L = 0.1 L_t + L_f)
 
+// ---- methods/mcsd: improved multi-candidate speculative decoding (improved-mcsd.txt)
+#include "detail/methods/mcsd/mcsd_tree.hpp"           // defines: McsdTree, k_config_nodes (MCSD's draft-initialised k-config tree)
+#include "detail/methods/mcsd/target_initialised.hpp"  // defines: TargetInitialisedTree, LossyTargetInitialisedSampling (lossy)
+#include "detail/methods/mcsd/quality_loss.hpp"        // defines: total_variation, kl_divergence, log_likelihood (a lossy method's cost)
+#include "detail/methods/mcsd/fork_mask.hpp"           // defines: ForkMask, ForkMaskSlice, fork_tree (the dynamic sliced mask)
+#include "detail/methods/mcsd/decision_model.hpp"      // defines: DecisionModel, DecisionInput, law_features, stop_drafting (early stop)
+#include "detail/methods/mcsd/dynamic_fork.hpp"        // defines: DynamicFork, DecisionStop, NoEarlyStop (the dynamic configuration)
+#if !defined(SPECDEC_DECODING_ONLY)
+#include "detail/methods/mcsd/train_decision.hpp"      // defines: log_drafting_steps, DecisionSample, train::train_decision_model
+#endif
+
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
 #if !defined(SPECDEC_DECODING_ONLY)

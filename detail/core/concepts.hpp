@@ -68,8 +68,11 @@ concept ExposesCommittedHidden = ExposesHidden<M> && requires(const M& cm, int i
 /// any scored node with the accepted path's tokens holds the rows to keep.
 struct StepOutcome {
     const Tree& tree;            // the tree the target verified
-    std::span<const int> path;   // accepted node indices, root first (the root is the old pending token)
-    int next_root = 0;           // the token now pending: the bonus token (or the next accepted one)
+    std::span<const int> path;   // accepted node indices, root first (the root is the old pending token,
+                                 // or, in a step that began without one, the candidate root the acceptor kept)
+    int next_root = 0;           // the token now pending: the bonus token (or the next accepted one);
+                                 // -1 when the acceptor deferred its bonus (AcceptResult::bonus_law): every
+                                 // token of the path is committed and none is pending
 };
 
 /// Everything a policy may read about the step in progress.
@@ -82,6 +85,12 @@ struct StepContext {
     /// `after` included. The loop sets it to what every model's context still holds and what
     /// max_new_tokens can still emit; builders build no deeper, proposers draft and score no further.
     int room = std::numeric_limits<int>::max();
+    /// The target's law (V) at this step's first new position when the previous acceptor deferred its
+    /// bonus (AcceptResult::bonus_law); empty otherwise. When it is set no token is pending: ctx.tokens
+    /// ends with the last committed token, the builder is handed root_token -1 and draws its roots from
+    /// this law (target-initialised candidates, improved MCSD §3.1), each at depth 0, and `room` counts
+    /// the depth below them.
+    std::span<const float> bonus_law{};
 
     /// The same step for a part of the composition that draws at `scope` (StepRng::scope). Whoever hands
     /// a context to a sub-policy gives it a scope of its own: a tree builder at scope s drives its
@@ -153,7 +162,9 @@ concept Proposer = ScoresNodes<P> || DraftsTokens<P>;
 /// `root_token`, no deeper than ctx.room (the loop checks); other roots (a forest) are allowed; nodes
 /// drawn at random record the distribution they came from (Tree::set_child_dist on their parent).
 /// Between propose() calls of one step the tree only grows; the returned tree may then be pruned or
-/// reordered (see StepOutcome).
+/// reordered (see StepOutcome). A builder that can start a step from a deferred bonus (ctx.bonus_law,
+/// root_token -1: its roots are its own draws from that law) declares `draws_roots_from_bonus_law()`;
+/// the loop refuses an acceptor that defers its bonus to a builder that does not.
 template <class B, class P>
 concept TreeBuilder = Proposer<P> && requires(B& b, P& p, int root_token, const StepContext& ctx) {
     { b.build(p, root_token, ctx) } -> std::same_as<Tree>;
@@ -166,13 +177,26 @@ concept Verifier = LanguageModel<M> && requires(V& v, M& target, const Tree& tre
 };
 
 /// The accepted path (node indices, root first) and the next token, sampled from the target.
+/// An acceptor may instead defer the bonus: it leaves `bonus` unused and returns the target's law at the
+/// bonus position in `bonus_law` (V probabilities); the loop then commits the whole path and hands the
+/// law to the next step's builder (StepContext::bonus_law), which draws that position's token itself —
+/// several of them, as roots of a forest, in target-initialised MCSD.
 struct AcceptResult {
     std::vector<int> path;
     int bonus = 0;
+    std::vector<float> bonus_law{};  // (V) empty: `bonus` is the next token
 };
 
+/// Whether builder B can start a step from a deferred bonus (see TreeBuilder).
+template <class B>
+constexpr bool draws_roots_from_bonus_law() {
+    if constexpr (requires { B::draws_roots_from_bonus_law(); }) return B::draws_roots_from_bonus_law();
+    else return false;
+}
+
 /// Walks the tree against the target. Contract: states its precondition and throws specdec::error
-/// when a tree or sampling config violates it — never a silent change of distribution.
+/// when a tree or sampling config violates it — never a silent change of distribution. Its path starts
+/// at node 0 (the pending root) or, when the step began without one (ctx.bonus_law set), at any root.
 template <class A>
 concept Acceptor = requires(A& a, const Tree& tree, Rows target_logits, const StepContext& ctx) {
     { a.accept(tree, target_logits, ctx) } -> std::same_as<AcceptResult>;

@@ -30,7 +30,7 @@ struct GenerateOptions {
 
 /// One target forward and what it yielded.
 struct StepRecord {
-    int n_drafted = 0;   // tree nodes other than the root
+    int n_drafted = 0;   // tree nodes other than the roots
     int depth = 0;       // deepest draft
     int n_accepted = 0;  // drafts kept (the path minus its root)
     int n_emitted = 0;   // tokens this step added to the output: accepted drafts + bonus, after the cut
@@ -89,7 +89,9 @@ inline void require_finite(Rows logits, const Tree& tree, std::uint32_t step) {
 ///   2. verify — the Verifier scores every node with one target forward (tree attention)
 ///   3. accept — the Acceptor walks the tree: accepted path (root first) and the next token
 ///   4. commit — the target keeps the path's KV rows; the drafter observes; the bonus is the new root
-/// Autoregressive decoding is this loop with RootOnly (an empty draft).
+/// Autoregressive decoding is this loop with RootOnly (an empty draft). An acceptor may defer the bonus
+/// (AcceptResult::bonus_law): then the whole path is committed, no root is pending, and the next
+/// builder draws that position's candidates from the law itself (target-initialised MCSD's forest).
 template <LanguageModel Target, Proposer P, TreeBuilder<P> B, Verifier<Target> Ver, Acceptor A>
 Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& verifier, A& acceptor,
                                 std::span<const int> prompt, const GenerateOptions& opts) {
@@ -140,11 +142,12 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         });
 
     Generation out;
-    std::vector<int> text(prompt.begin(), prompt.end());  // prompt + committed tokens; ends with the root
+    std::vector<int> text(prompt.begin(), prompt.end());  // prompt + committed tokens; ends with the root, if any
     target.reset();
     detail::prefill(target, prompt.first(prompt.size() - 1));
     proposer.start(prompt);
-    int root = prompt.back();
+    int root = prompt.back();       // the pending token, or -1 after a deferred bonus
+    std::vector<float> bonus_law;   // (V) the deferred bonus's law (AcceptResult::bonus_law), else empty
     const auto draft_calls = [&] {
         if constexpr (requires { proposer.n_calls(); }) return static_cast<int>(proposer.n_calls());
         else return 0;
@@ -152,18 +155,22 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
     for (std::uint32_t step = 0; static_cast<int>(out.tokens.size()) < opts.max_new_tokens; ++step) {
         // The room left bounds every draft of the step (builders and proposers honour ctx.room): positions
         // past a model's context do not exist, and drafts past max_new_tokens - 1 cannot be emitted
-        // (the bonus token completes the output).
+        // (the bonus token completes the output). Without a pending root (a deferred bonus) the step's
+        // roots are new tokens themselves, one position further on.
+        const bool has_root = root >= 0;
         const int left = opts.max_new_tokens - static_cast<int>(out.tokens.size());
-        const int room = std::max(0, std::min(context - static_cast<int>(text.size()), left - 1));
+        const int room = std::max(0, std::min(context - static_cast<int>(text.size()) - (has_root ? 0 : 1), left - 1));
         const StepContext ctx{opts.sampling, StepRng{opts.seed, step, RngStream::kAccept}, text,
-                              static_cast<int>(prompt.size()), room};
+                              static_cast<int>(prompt.size()), room, bonus_law};
         StepRecord rec;
         const int calls_before = draft_calls();
         const auto t0 = clock::now();
         const Tree tree = builder.build(proposer, root, ctx);
-        detail::require(!tree.empty() && tree[0].parent < 0 && tree[0].token == root, "generate", [&] {
-            return "the tree builder must return a tree whose node 0 is a root holding the pending token " +
-                   std::to_string(root);
+        detail::require(!tree.empty() && tree[0].parent < 0 && (!has_root || tree[0].token == root), "generate", [&] {
+            return has_root ? "the tree builder must return a tree whose node 0 is a root holding the pending token " +
+                                  std::to_string(root)
+                            : std::string("the tree builder must return a tree with a root at node 0 (drawn from the "
+                                          "deferred bonus's law)");
         });
         detail::require(tree.max_depth() <= room, "generate", [&] {
             return "the tree builder drafted to depth " + std::to_string(tree.max_depth()) + ", but the room left this step is " +
@@ -175,32 +182,59 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         const auto t2 = clock::now();
         AcceptResult res = acceptor.accept(tree, logits, ctx);
         validate_path(tree, res.path, "acceptor");
-        detail::require(!res.path.empty() && res.path[0] == 0 && res.bonus >= 0 && res.bonus < V, "acceptor", [&] {
-            return "an acceptor must return a path starting at node 0 and a bonus token in [0, " + std::to_string(V) +
-                   "), got bonus " + std::to_string(res.bonus);
-        });
+        const bool deferred = !res.bonus_law.empty();
+        detail::require(!res.path.empty() && (has_root ? res.path[0] == 0 : tree[res.path[0]].parent < 0) &&
+                            (deferred ? static_cast<int>(res.bonus_law.size()) == V : res.bonus >= 0 && res.bonus < V),
+                        "acceptor", [&] {
+                            return std::string("an acceptor must return a path starting at ") +
+                                   (has_root ? "node 0 (the pending root)" : "a root") + " and a bonus token in [0, " +
+                                   std::to_string(V) + ") or a bonus law of " + std::to_string(V) + " entries, got bonus " +
+                                   std::to_string(res.bonus) + " and a law of " + std::to_string(res.bonus_law.size()) +
+                                   " entries";
+                        });
+        if constexpr (!draws_roots_from_bonus_law<B>())
+            detail::require(!deferred, "generate", [] {
+                return std::string("the acceptor deferred its bonus (AcceptResult::bonus_law), but the tree builder "
+                                   "cannot draw its roots from that law (it declares no draws_roots_from_bonus_law()); "
+                                   "pair such an acceptor with a builder that does");
+            });
         const auto t3 = clock::now();
 
-        // The step's new tokens: accepted drafts, then the bonus. Cut at max_new_tokens or EOS; the
-        // first token past the cut stays pending (it is a correct next token, so nothing is lost).
-        std::vector<int> emitted;
-        for (std::size_t j = 1; j < res.path.size(); ++j) emitted.push_back(tree[res.path[j]].token);
-        emitted.push_back(res.bonus);
-        int keep = std::min<int>(static_cast<int>(emitted.size()), opts.max_new_tokens - static_cast<int>(out.tokens.size()));
+        // The step's new tokens: accepted drafts (and the kept root when none was pending), then the bonus
+        // unless deferred. Cut at max_new_tokens or EOS; the first token past the cut stays pending (it is
+        // a correct next token, so nothing is lost), and a deferred law cut off is dropped.
+        std::vector<int> emitted, depth_of;  // depth_of: per emitted token, its tree depth; 0 = the target's own
+        for (std::size_t j = has_root ? 1 : 0; j < res.path.size(); ++j) {
+            emitted.push_back(tree[res.path[j]].token);
+            depth_of.push_back(tree[res.path[j]].depth);
+        }
+        if (!deferred) {
+            emitted.push_back(res.bonus);
+            depth_of.push_back(0);
+        }
+        const int n_new = static_cast<int>(emitted.size());
+        int keep = std::min<int>(n_new, opts.max_new_tokens - static_cast<int>(out.tokens.size()));
         for (int j = 0; j < keep; ++j)
             if (emitted[j] == opts.eos_token) keep = j + 1;
-        res.path.resize(keep);  // root + (keep - 1) drafts; emitted[keep - 1] becomes the pending root
+        const bool defer_on = deferred && keep == n_new;
+        // Committed to the target's cache: the path up to the new pending token, or all of it when the
+        // bonus is deferred (nothing pending). The path's first emitted entry is path[has_root ? 1 : 0].
+        if (!defer_on) res.path.resize((has_root ? 1 : 0) + keep - 1);
         target.commit(res.path);
-        proposer.observe(StepOutcome{tree, res.path, emitted[keep - 1]});
-        root = emitted[keep - 1];
+        const int next_root = defer_on ? -1 : emitted[keep - 1];
+        proposer.observe(StepOutcome{tree, res.path, next_root});
+        root = next_root;
+        if (defer_on) bonus_law = std::move(res.bonus_law);
+        else bonus_law.clear();
         out.tokens.insert(out.tokens.end(), emitted.begin(), emitted.begin() + keep);
         text.insert(text.end(), emitted.begin(), emitted.begin() + keep);
-        for (int j = 0; j < keep; ++j) out.token_depth.push_back(j + 1 < static_cast<int>(emitted.size()) ? j + 1 : 0);
+        out.token_depth.insert(out.token_depth.end(), depth_of.begin(), depth_of.begin() + keep);
         const auto t4 = clock::now();
 
-        rec.n_drafted = tree.size() - 1;
+        rec.n_drafted = 0;
+        for (const Node& n : tree.nodes()) rec.n_drafted += n.parent >= 0;  // roots are not drafts
         rec.depth = tree.max_depth();
-        rec.n_accepted = static_cast<int>(emitted.size()) - 1;
+        rec.n_accepted = n_new - (deferred ? 0 : 1) - (has_root ? 0 : 1);
         rec.n_emitted = keep;
         rec.n_draft_calls = draft_calls() - calls_before;
         rec.t_draft = seconds(t0, t1);

@@ -23,8 +23,8 @@ inline void require_single_root(const Tree& tree, const char* who) {
     for (const Node& n : tree.nodes()) roots += n.parent < 0;
     require(!tree.empty() && tree[0].parent < 0 && roots == 1, "acceptor", [&] {
         return std::string(who) + " needs a tree with exactly one root at node 0 (the pending token), got " +
-               std::to_string(roots) + " roots; no acceptor walks a forest: the tree builder must hang every draft "
-               "from the pending token";
+               std::to_string(roots) + " roots; the tree builder must hang every draft from the pending token (a "
+               "forest of candidate roots needs an acceptor that chooses among them)";
     });
 }
 
@@ -151,14 +151,35 @@ struct MultiDraftSampling {
     static AcceptResult walk(const Tree& tree, Rows target_logits, const StepContext& ctx, const char* who) {
         detail::require_single_root(tree, who);
         if (ctx.sampling.greedy()) return detail::greedy_walk(tree, target_logits);
+        std::vector<float> p(target_logits.cols);
+        AcceptResult r{descend(tree, target_logits, ctx, 0, p, who), 0};
+        r.bonus = sample_index(p, ctx.rng.uniform(static_cast<std::uint32_t>(r.path.back()), detail::kBonusCoin));
+        return r;
+    }
+
+    /// The walk's descent from node `from` (a root) without its final draw: returns the accepted path,
+    /// `from` first, and leaves in `p` (V) the law the next token is drawn from at the path's end — the
+    /// residual after the rejected siblings, or the target's processed law (one-hot under greedy
+    /// decoding, where the descent follows the argmax). Acceptors that treat the final draw otherwise
+    /// (one that defers it: AcceptResult::bonus_law) or that compare several roots run this.
+    static std::vector<int> descend(const Tree& tree, Rows target_logits, const StepContext& ctx, int from,
+                                    std::vector<float>& p, const char* who) {
         const int V = target_logits.cols;
-        std::vector<float> p(V), q(V);
-        AcceptResult r{{0}, 0};
-        for (int node = 0;;) {
+        p.resize(V);
+        std::vector<float> q(V);
+        std::vector<int> path{from};
+        for (int node = from;;) {
             processed_probs(target_logits.row(node), ctx.sampling, p);
             const std::vector<int> kids = tree.children(node);
             int accepted = -1;
-            if (!kids.empty()) {
+            if (ctx.sampling.greedy()) {
+                const int y = argmax(target_logits.row(node));
+                for (int c : kids)
+                    if (tree[c].token == y) {
+                        accepted = c;
+                        break;
+                    }
+            } else if (!kids.empty()) {
                 detail::require_children_sampled(tree, node, kids, who);
                 const auto qs = tree.child_dist(node);
                 q.assign(qs.begin(), qs.end());
@@ -178,11 +199,8 @@ struct MultiDraftSampling {
                     }
                 }
             }
-            if (accepted < 0) {
-                r.bonus = sample_index(p, ctx.rng.uniform(static_cast<std::uint32_t>(node), detail::kBonusCoin));
-                return r;
-            }
-            r.path.push_back(node = accepted);
+            if (accepted < 0) return path;
+            path.push_back(node = accepted);
         }
     }
 

@@ -33,6 +33,8 @@ enum class MethodKind {
     kCascade,         // CS Drafting (Chen et al. 2024): reviewing drafters down to Max-Gram, a K-matrix
     kPct,             // EDD's pruned candidate tree: top-k children while the path confidence pays (edd-pct.txt §3.2)
     kEagle2,          // EAGLE-2's dynamic tree: expand the most confident nodes, keep the global top-N
+    kTargetInit,      // improved MCSD: seeds drawn from the target, a k-config tree below each; LOSSY at T > 0
+    kFork,            // improved MCSD's dynamic configuration: W sampled chains of depth D (static: no early stop)
 };
 
 struct MethodSpec {
@@ -50,6 +52,8 @@ struct MethodSpec {
     int children = 0;            // cascade: 0 = a chain; n = n children of each lead node (the paper's 8)
     PrunedCandidateTree pct{};   // pct: expand_threshold 0 = s_d/s_t measured on the machine before the runs
     Eagle2Tree eagle2{};         // eagle2: total_tokens, depth, top_k
+    int seeds = 2;               // target_initialised: target-initialised roots per step (the paper's 2)
+    int width = 16, max_depth = 4;  // fork: W chains, depth D
     std::string about;           // free text for the report
 };
 
@@ -70,6 +74,8 @@ inline const char* method_name(MethodKind k) {
         case MethodKind::kCascade: return "cascade";
         case MethodKind::kPct: return "pct";
         case MethodKind::kEagle2: return "eagle2";
+        case MethodKind::kTargetInit: return "target_initialised";
+        case MethodKind::kFork: return "fork";
     }
     return "?";
 }
@@ -99,6 +105,8 @@ inline long draft_nodes(const MethodSpec& m) {
         }
         case MethodKind::kPct: return m.pct.max_drafts;
         case MethodKind::kEagle2: return m.eagle2.total_tokens - 1;
+        case MethodKind::kTargetInit: return std::min<long>(m.seeds * (1 + k_config_nodes(m.k_config)), kMaxTreeNodes + 1);
+        case MethodKind::kFork: return static_cast<long>(m.width) * m.max_depth;
     }
     return 0;
 }
@@ -183,7 +191,10 @@ inline MethodKind parse_kind(const EntryReader& r, const std::string& s) {
     if (s == "cascade") return MethodKind::kCascade;
     if (s == "pct") return MethodKind::kPct;
     if (s == "eagle2") return MethodKind::kEagle2;
-    r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade, pct, eagle2");
+    if (s == "target_initialised") return MethodKind::kTargetInit;
+    if (s == "fork") return MethodKind::kFork;
+    r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade, pct, eagle2, "
+                     "target_initialised, fork");
 }
 
 inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s) {
@@ -200,7 +211,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
     m.name = r.string("name", r.need("name", "every entry is named"));
     if (m.name.empty()) r.fail("name", "is empty");
     r.set_name(m.name);
-    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct or eagle2")));
+    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct, eagle2, target_initialised or fork")));
 
     // Which fields each method takes; anything else is a typo or a field of another method.
     std::set<std::string> allowed{"name", "method", "about"};
@@ -215,6 +226,8 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
                             "remove_leaves"});
             break;
         case MethodKind::kEagle2: allowed.insert({"drafter", "total_tokens", "depth", "top_k"}); break;
+        case MethodKind::kTargetInit: allowed.insert({"drafter", "seeds", "k_config", "allow_lossy"}); break;
+        case MethodKind::kFork: allowed.insert({"drafter", "width", "max_depth"}); break;
     }
     for (const json::Member& f : v.as_object())
         if (!allowed.count(f.key))
@@ -323,6 +336,28 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
             if (const json::Value* v = r.find("total_tokens")) m.eagle2.total_tokens = r.integer("total_tokens", *v, 2, kMaxTreeNodes + 1);
             if (const json::Value* v = r.find("depth")) m.eagle2.depth = r.integer("depth", *v, 1, kMaxGamma);
             if (const json::Value* v = r.find("top_k")) m.eagle2.top_k = r.integer("top_k", *v, 1, 64);
+            return m;
+        }
+        case MethodKind::kTargetInit: {
+            m.drafter = drafter();
+            // A lossy method runs only when its entry says so (DESIGN: lossy is a label and an opt-in).
+            const json::Value& lossy = r.need("allow_lossy", "true: the method's sampled output does not follow the "
+                                                             "target's distribution (improved MCSD §3.1)");
+            if (!lossy.is_bool() || !lossy.as_bool())
+                r.fail("allow_lossy", "must be true: target-initialised candidates are lossy at temperature > 0");
+            m.seeds = r.integer("seeds", r.need("seeds", "target-initialised roots per step, e.g. 2"), 1, 16);
+            m.k_config = r.integers("k_config", r.need("k_config", "the draft tree below each seed, e.g. [4, 3, 1, 1]"), 1, 64);
+            if (draft_nodes(m) > kMaxTreeNodes)
+                r.fail("k_config", "the forest has more than " + std::to_string(kMaxTreeNodes) +
+                                       " nodes, the most that fit in one verification");
+            return m;
+        }
+        case MethodKind::kFork: {
+            m.drafter = drafter();
+            m.width = r.integer("width", r.need("width", "W: parallel chains"), 1, 64);
+            m.max_depth = r.integer("max_depth", r.need("max_depth", "D: drafts per chain"), 1, kMaxGamma);
+            if (draft_nodes(m) > kMaxTreeNodes)
+                r.fail("width", "W x D is more than " + std::to_string(kMaxTreeNodes) + " nodes, the most that fit in one verification");
             return m;
         }
     }

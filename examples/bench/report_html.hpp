@@ -122,6 +122,15 @@ inline std::string describe(const MethodSpec& m) {
         case MethodKind::kEagle2:
             return "EAGLE-2 tree, drafter " + m.drafter + ", " + std::to_string(m.eagle2.total_tokens) + " tokens, depth " +
                    std::to_string(m.eagle2.depth) + ", top-" + std::to_string(m.eagle2.top_k);
+        case MethodKind::kTargetInit: {
+            std::string k;
+            for (std::size_t i = 0; i < m.k_config.size(); ++i) k += (i ? "," : "") + std::to_string(m.k_config[i]);
+            return "target-initialised (LOSSY): " + std::to_string(m.seeds) + " seeds, tree (" + k + ") below each, drafter " +
+                   m.drafter;
+        }
+        case MethodKind::kFork:
+            return "fork of " + std::to_string(m.width) + " chains, depth " + std::to_string(m.max_depth) + ", drafter " +
+                   m.drafter;
     }
     return "";
 }

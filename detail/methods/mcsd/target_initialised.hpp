@@ -1,0 +1,112 @@
+// specdec/detail/methods/mcsd/target_initialised.hpp — improved MCSD's target-initialised candidates: a forest of seeds drawn from the target, and the lossy acceptor that keeps the best seed.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "../../core/concepts.hpp"
+#include "../../core/error.hpp"
+#include "../../core/sampling.hpp"
+#include "../../core/tree.hpp"
+#include "../../policies/acceptors.hpp"
+#include "../../policies/tree_builders.hpp"
+#include "mcsd_tree.hpp"
+
+namespace specdec {
+
+/// Coin node of the seeds' draws (stream kDraft): no tree node has this index.
+constexpr std::uint32_t kSeedCoin = 0xFFFFFFFEu;
+
+/// Improved MCSD's target-initialised multi-candidate tree (§3.1), configuration (n_seeds, k_config...):
+/// the paper's best is (2,4,3,1,1). The acceptor defers the bonus (LossyTargetInitialisedSampling), so a
+/// step starts from the target's law at the next position (ctx.bonus_law): the builder draws n_seeds
+/// distinct tokens from it (without replacement; a one-hot law under greedy decoding gives one), makes
+/// each a root, and grows MCSD's k-config tree below every root, one draft forward per depth over all
+/// of them; the target verifies the forest in one pass. A step with a pending root (the first) grows
+/// the k-config below that root alone. The mask is (seeds + drafts)², as §3.1 says.
+struct TargetInitialisedTree {
+    int n_seeds = 2;                        // target-initialised roots per step (the paper: 2; 1 = plain MCSD)
+    std::vector<int> k_config{4, 3, 1, 1};  // the draft tree below each root
+
+    static constexpr bool draws_roots_from_bonus_law() { return true; }
+
+    template <ScoresNodes P>
+    Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        const int V = proposer.vocab_size();
+        detail::require_k_config(k_config, V, "TargetInitialisedTree");
+        detail::require(n_seeds >= 1 && n_seeds <= V, "mcsd", [&] {
+            return "TargetInitialisedTree: n_seeds = " + std::to_string(n_seeds) + ", must be in [1, " +
+                   std::to_string(V) + "] (the vocabulary)";
+        });
+        const StepRng rng = ctx.rng.with_stream(RngStream::kDraft);
+        Tree tree;
+        std::vector<int> frontier;
+        if (ctx.bonus_law.empty()) {
+            frontier.push_back(tree.add_root(root_token));
+        } else {
+            std::vector<float> left(ctx.bonus_law.begin(), ctx.bonus_law.end());
+            for (int i = 0; i < n_seeds; ++i) {
+                const int t = sample_index(left, rng.uniform(kSeedCoin, static_cast<std::uint32_t>(i)));
+                frontier.push_back(tree.add(t, -1, ctx.bonus_law[t], Draw::kGiven));
+                left[t] = 0.0f;
+                if (std::all_of(left.begin(), left.end(), [](float v) { return v <= 0.0f; })) break;
+            }
+        }
+        std::vector<float> q(V);
+        const std::size_t depth = std::min<std::size_t>(k_config.size(), static_cast<std::size_t>(std::max(ctx.room, 0)));
+        for (std::size_t d = 0; d < depth; ++d) {
+            const Rows logits = proposer.propose(tree, frontier);
+            const int first_new = tree.size();
+            for (std::size_t j = 0; j < frontier.size(); ++j) {
+                draft_probs(logits.row(static_cast<int>(j)), ctx.sampling, q);
+                detail::add_children(tree, frontier[j], q, k_config[d], DrawPolicy::kSampleWithoutReplacement, rng);
+            }
+            frontier.resize(tree.size() - first_new);
+            std::iota(frontier.begin(), frontier.end(), first_new);
+        }
+        return tree;
+    }
+};
+
+/// Improved MCSD's verification of target-initialised candidates (§3.1) — LOSSY. Below each root it runs
+/// MCSD's lossless multi-candidate walk (MultiDraftSampling without replacement), keeps the root whose
+/// walk accepted the most drafts (the first such root on a tie) and defers the bonus: it returns the
+/// target's law at the kept path's end (AcceptResult::bonus_law) for the next step's seeds. Choosing the
+/// seed by its drafts' luck reweights it to p(x)·P(drafts accepted | x), normalised, so the output no
+/// longer follows the target's law (the paper says so; tests/methods/mcsd measures the distance). With
+/// one seed per step there is nothing to choose and the walk is exact.
+/// Precondition (checked): `allow_lossy` set by the caller; each root's children sampled from its q.
+struct LossyTargetInitialisedSampling {
+    bool allow_lossy = false;  // must be set to true: the output does not follow the target's distribution
+
+    AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx) const {
+        detail::require(allow_lossy, "acceptor", [] {
+            return std::string("LossyTargetInitialisedSampling is lossy (improved MCSD §3.1: keeping the seed whose "
+                               "drafts were accepted longest reweights it, so the output no longer follows the "
+                               "target's distribution); set allow_lossy = true to run it anyway, or use "
+                               "MultiDraftSampling with McsdTree for MCSD's lossless tree");
+        });
+        AcceptResult best;
+        std::vector<float> p;
+        for (int r = 0; r < tree.size(); ++r) {
+            if (tree[r].parent >= 0) continue;
+            std::vector<int> path = MultiDraftSampling::descend(tree, target_logits, ctx, r, p,
+                                                                "LossyTargetInitialisedSampling");
+            if (path.size() > best.path.size()) {
+                best.path = std::move(path);
+                best.bonus_law = p;
+            }
+        }
+        return best;
+    }
+};
+
+static_assert(TreeBuilder<TargetInitialisedTree, ModelProposer<CpuModel>>);
+static_assert(Acceptor<LossyTargetInitialisedSampling>);
+static_assert(draws_roots_from_bonus_law<TargetInitialisedTree>());
+
+}  // namespace specdec

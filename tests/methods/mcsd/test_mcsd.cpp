@@ -1,0 +1,175 @@
+// Improved MCSD: MCSD's k-config tree (NOTES §4.1's count, lossless by chi-square), target-initialised
+// candidates through the loop's deferred bonus (exact with one seed, detectably lossy with two, refused
+// without the opt-in), and bad k-configs.
+#include <map>
+#include <random>
+#include <utility>
+
+#include "catch.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+
+namespace {
+
+constexpr int kVocab = 6;
+constexpr int kRuns = 2000;
+
+struct Models {
+    Config cfg = test::tiny_config(true, kVocab);
+    Weights w = random_weights(cfg, 2024, 0.3f);  // as tests/loop/test_lossless_sampling.cpp
+    CpuModel target{cfg, w};
+    CpuModel draft{cfg, perturbed(cfg, w, 0.8f, 77)};
+};
+
+/// The first two tokens of `runs` seeded generations of a composition, and the target's exact joint law.
+template <class Builder, class Acc>
+std::pair<std::map<std::pair<int, int>, int>, std::map<std::pair<int, int>, double>> two_tokens(Builder b, Acc a,
+                                                                                              const Sampling& s) {
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    auto expected = test::exact_two_tokens(m.target, prompt, s);
+    ModelProposer proposer(m.draft);
+    auto observed = test::sampled_two_tokens(m.target, proposer, b, a, prompt, s, kRuns);
+    return {observed, expected};
+}
+
+/// The largest TV distance, over 20 samples of kRuns draws from the exact law itself: what sampling
+/// noise alone gives.
+double tv_noise_floor(const std::map<std::pair<int, int>, double>& exact) {
+    std::vector<std::pair<int, int>> keys;
+    std::vector<double> probs;
+    for (const auto& [k, p] : exact) {
+        keys.push_back(k);
+        probs.push_back(p);
+    }
+    std::mt19937_64 gen(7);
+    std::discrete_distribution<int> law(probs.begin(), probs.end());
+    double floor = 0.0;
+    for (int rep = 0; rep < 20; ++rep) {
+        std::map<std::pair<int, int>, int> counts;
+        for (int i = 0; i < kRuns; ++i) ++counts[keys[law(gen)]];
+        floor = std::max(floor, total_variation(counts, exact, kRuns));
+    }
+    return floor;
+}
+
+/// A drafter with a large vocabulary and a uniform law: every k-config tree is drawn in full.
+test::MarkovDrafter uniform_drafter() { return test::MarkovDrafter{.table = {}, .vocab = 16}; }
+
+}  // namespace
+
+TEST_CASE("MCSD's (4,2,2,1) tree has NOTES 4.1's 44 drafts, 16 leaf sequences of length 4, siblings distinct",
+          "[mcsd][tree]") {
+    CHECK(k_config_nodes({4, 2, 2, 1}) == 44);
+    CHECK(k_config_nodes({4, 3, 1, 1}) == 40);  // 2 seeds + 2 * 40 = 82 nodes: NOTES 4.2's (2,4,3,1,1)
+    test::MarkovDrafter drafter = uniform_drafter();
+    McsdTree builder;  // (4,2,2,1) by default
+    const Sampling s{.temperature = 0.7f};
+    const std::vector<int> text{3};
+    const Tree t = builder.build(drafter, 3, StepContext{s, StepRng{1, 0, RngStream::kAccept}, text});
+    REQUIRE(t.size() == 1 + 44);
+    int leaves = 0;
+    for (int i = 0; i < t.size(); ++i) {
+        const auto kids = t.children(i);
+        if (t[i].depth < 4) CHECK(static_cast<int>(kids.size()) == builder.k_config[t[i].depth]);
+        else ++leaves;
+        std::vector<int> tokens;
+        for (int c : kids) {
+            tokens.push_back(t[c].token);
+            CHECK(t[c].draw == Draw::kSampledWithoutReplacement);
+        }
+        std::sort(tokens.begin(), tokens.end());
+        CHECK(std::adjacent_find(tokens.begin(), tokens.end()) == tokens.end());
+    }
+    CHECK(leaves == 16);
+    CHECK(t.max_depth() == 4);
+}
+
+TEST_CASE("MCSD (4,2,2,1) with MultiDraftSampling follows the target's law of two tokens", "[mcsd][lossless][slow]") {
+    const Sampling s = GENERATE(Sampling{.temperature = 0.7f}, Sampling{.temperature = 1.0f});
+    CAPTURE(s.temperature);
+    const auto [observed, expected] = two_tokens(McsdTree{}, MultiDraftSampling{}, s);
+    const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
+    CAPTURE(r.statistic, r.dof);
+    REQUIRE(r.dof >= 8);
+    CHECK(r.statistic < test::chi_square_critical(r.dof));
+}
+
+TEST_CASE("target-initialised generation with one seed per step is exact: the deferred bonus loses nothing",
+          "[mcsd][lossless][slow]") {
+    // One seed leaves the acceptor nothing to choose: the seed is a draw from the target's (residual)
+    // law, as the bonus would have been. This checks the loop's deferred bonus and the forest path.
+    const Sampling s = GENERATE(Sampling{.temperature = 0.7f}, Sampling{.temperature = 1.0f});
+    CAPTURE(s.temperature);
+    const auto [observed, expected] = two_tokens(TargetInitialisedTree{.n_seeds = 1, .k_config = {2, 1}},
+                                                 LossyTargetInitialisedSampling{.allow_lossy = true}, s);
+    const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
+    CAPTURE(r.statistic, r.dof);
+    REQUIRE(r.dof >= 8);
+    CHECK(r.statistic < test::chi_square_critical(r.dof));
+}
+
+TEST_CASE("target-initialised generation with two seeds is detectably lossy: its TV distance exceeds the noise floor",
+          "[mcsd][lossy][slow]") {
+    const Sampling s{.temperature = 1.0f};
+    const auto [observed, expected] = two_tokens(TargetInitialisedTree{.n_seeds = 2, .k_config = {2, 1}},
+                                                 LossyTargetInitialisedSampling{.allow_lossy = true}, s);
+    const double tv = total_variation(observed, expected, kRuns);
+    const double floor = tv_noise_floor(expected);
+    const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
+    CAPTURE(tv, floor, kl_divergence(observed, expected, kRuns), r.statistic, r.dof);
+    CHECK(tv > floor);
+    CHECK(r.statistic > test::chi_square_critical(r.dof));
+}
+
+TEST_CASE("target-initialised generation is plain greedy decoding at temperature 0", "[mcsd][greedy]") {
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    const GenerateOptions opts{.max_new_tokens = 24};
+    const Generation plain = autoregressive_generate(m.target, prompt, opts);
+    ModelProposer proposer(m.draft);
+    TargetInitialisedTree builder;
+    TreeVerifier verifier;
+    LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
+    const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+    CHECK(g.tokens == plain.tokens);
+    CHECK(g.token_depth.size() == g.tokens.size());
+}
+
+TEST_CASE("the lossy acceptor refuses to run without allow_lossy, and a builder that cannot take its law is refused",
+          "[mcsd][errors]") {
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    const GenerateOptions opts{.max_new_tokens = 8, .sampling = {.temperature = 1.0f}};
+    ModelProposer proposer(m.draft);
+    TreeVerifier verifier;
+    TargetInitialisedTree forest;
+    LossyTargetInitialisedSampling refused;  // allow_lossy left false
+    CHECK_THROWS_WITH(speculative_generate(m.target, proposer, forest, verifier, refused, prompt, opts),
+                      Catch::Contains("[specdec.acceptor]") && Catch::Contains("is lossy") &&
+                          Catch::Contains("allow_lossy = true"));
+    McsdTree one_root;
+    LossyTargetInitialisedSampling opted{.allow_lossy = true};
+    CHECK_THROWS_WITH(speculative_generate(m.target, proposer, one_root, verifier, opted, prompt, opts),
+                      Catch::Contains("deferred its bonus") && Catch::Contains("draws_roots_from_bonus_law"));
+}
+
+TEST_CASE("a k-config with a zero or negative entry, or wider than the vocabulary, is refused with its values",
+          "[mcsd][errors]") {
+    test::MarkovDrafter drafter = uniform_drafter();  // 16 tokens
+    const Sampling s{.temperature = 1.0f};
+    const std::vector<int> text{3};
+    const StepContext ctx{s, StepRng{1, 0, RngStream::kAccept}, text};
+    McsdTree zero{{4, 0, 1}};
+    CHECK_THROWS_WITH(zero.build(drafter, 3, ctx), Catch::Contains("[specdec.mcsd]") && Catch::Contains("k_config[1] = 0"));
+    McsdTree negative{{-2}};
+    CHECK_THROWS_WITH(negative.build(drafter, 3, ctx), Catch::Contains("k_config[0] = -2"));
+    McsdTree wide{{4, 17}};
+    CHECK_THROWS_WITH(wide.build(drafter, 3, ctx),
+                      Catch::Contains("k_config[1] = 17") && Catch::Contains("vocabulary of 16"));
+    TargetInitialisedTree seeds{.n_seeds = 0};
+    CHECK_THROWS_WITH(seeds.build(drafter, 3, ctx), Catch::Contains("n_seeds = 0"));
+    TargetInitialisedTree empty{.n_seeds = 2, .k_config = {}};
+    CHECK_THROWS_WITH(empty.build(drafter, 3, ctx), Catch::Contains("k-config is empty"));
+}
