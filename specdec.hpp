@@ -114,6 +114,7 @@
 #include "detail/io/checkpoint.hpp"                   // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level and SentencePiece-style BPE, HF tokenizer.json)
 #include "detail/io/llama2c.hpp"                      // defines: load_llama2c, save_llama2c, Llama2cTokenizer (llama2.c .bin files)
+#include "detail/io/gguf.hpp"                         // defines: load_gguf, save_gguf, read_gguf_header, GgufFile, GgufTokenizer (llama.cpp .gguf files)
 #include "detail/io/train_state.hpp"                  // defines: save_train_state, load_train_state (resumable training)
 
 // ---- policies: the generic Proposers, TreeBuilders, Verifier and Acceptors
