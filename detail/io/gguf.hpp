@@ -32,6 +32,7 @@
 #include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #endif
 
@@ -845,8 +846,13 @@ SPECDEC_INLINE GgufTokenizer::GgufTokenizer(Tokenizer t) : kind_(Kind::kGpt2) {
                            "holds scores, not merges); byte-level tokenizers and llama2.c's can");
     });
     const json::Value root = json::parse(t.to_json(), "tokenizer");
+    // Llama-3's regex is a Split in a Sequence; GPT-2's is ByteLevel's own or such a Split (later files).
     const json::Value* pre = root.find("pre_tokenizer");
-    const bool llama3 = pre != nullptr && pre->is_object() && pre->find("type") && pre->at("type").as_string() == "Sequence";
+    const json::Value* list = pre != nullptr && pre->is_object() ? pre->find("pretokenizers") : nullptr;
+    const json::Value* pattern = list != nullptr && list->is_array() && !list->as_array().empty()
+                                     ? list->as_array()[0].find("pattern") : nullptr;
+    const json::Value* regex = pattern != nullptr && pattern->is_object() ? pattern->find("Regex") : nullptr;
+    const bool llama3 = regex != nullptr && regex->is_string() && regex->as_string() == detail::kLlama3Pattern;
     pre_ = llama3 ? "llama-bpe" : "gpt-2";
     const json::Value* ignore = root.at("model").find("ignore_merges");
     detail::require((ignore != nullptr && ignore->is_bool() && ignore->as_bool()) == llama3, "gguf", [&] {
@@ -936,6 +942,22 @@ inline std::string gguf_tensor_name(const std::string& hf) {
     fail("gguf", "no GGUF name for tensor '" + hf + "'");
 }
 
+/// Whether `name` is a tensor of llama.cpp's "llama" architecture with `layers` blocks.
+inline bool gguf_llama_tensor(std::string_view name, int layers) {
+    if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return true;
+    if (!name.starts_with("blk.")) return false;
+    name.remove_prefix(4);
+    std::int64_t layer = 0;
+    std::size_t digits = 0;
+    while (digits < name.size() && digits < 10 && name[digits] >= '0' && name[digits] <= '9') layer = layer * 10 + (name[digits++] - '0');
+    if (digits == 0 || layer >= layers || (digits > 1 && name[0] == '0')) return false;
+    name.remove_prefix(digits);
+    for (std::string_view s : {".attn_norm.weight", ".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                               ".ffn_norm.weight", ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"})
+        if (name == s) return true;
+    return false;
+}
+
 /// The heads whose q or k rows llama.cpp permutes for RoPE (0 for other tensors).
 inline int gguf_rope_heads(const std::string& hf, const Config& c) {
     if (hf.ends_with("q_proj.weight")) return c.num_attention_heads;
@@ -1010,14 +1032,11 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
 
     // The file must hold exactly the tensors of this shape: count them before anything is allocated per layer.
     const std::int64_t expected = 9 * std::int64_t{c.num_hidden_layers} + 2 + (c.tie_word_embeddings ? 0 : 1);
-    for (const GgufTensorInfo& t : f.tensors()) {
-        const bool known = t.name == "token_embd.weight" || t.name == "output_norm.weight" || t.name == "output.weight" ||
-                           t.name.starts_with("blk.");
-        if (!known || t.name.starts_with("rope_freqs"))
-            detail::fail("gguf", file + ": tensor '" + t.name + "' is not one of a Llama's that specdec runs (token_embd, "
-                                        "blk.N.{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down}, "
-                                        "output_norm, output)");
-    }
+    for (const GgufTensorInfo& t : f.tensors())
+        if (!detail::gguf_llama_tensor(t.name, c.num_hidden_layers))
+            detail::fail("gguf", file + ": tensor '" + t.name + "' is not one of a Llama's that specdec runs (token_embd, blk.N." +
+                                     "{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down} for N < block_count " +
+                                     std::to_string(c.num_hidden_layers) + ", output_norm, output)");
     detail::require(static_cast<std::int64_t>(f.tensors().size()) == expected, "gguf", [&] {
         return file + ": holds " + std::to_string(f.tensors().size()) + " tensors; llama.block_count " +
                std::to_string(c.num_hidden_layers) + " needs " + std::to_string(expected) +
@@ -1048,11 +1067,31 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
                                    "), which specdec cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)";
                         });
         dst.resize(n);
-        detail::gguf_dequantize(t->type, f.data(*t), dst.data(), static_cast<std::int64_t>(n));
-        const auto nonfinite = std::find_if(dst.begin(), dst.end(), [](float x) { return !std::isfinite(x); });
-        detail::require(nonfinite == dst.end(), "gguf", [&] {
-            return file + ": tensor '" + name + "' holds " + (std::isnan(*nonfinite) ? "NaN" : "Inf") + " at element " +
-                   std::to_string(nonfinite - dst.begin());
+        // One pass per value, split over threads for large tensors: converting a 1.1B bf16 file is then
+        // bound by memory, not by one core. Each part checks its values are finite.
+        const std::int64_t total = static_cast<std::int64_t>(n), block = traits.block;
+        const unsigned parts = total >= (std::int64_t{1} << 20) ? std::clamp(std::thread::hardware_concurrency(), 1u, 8u) : 1u;
+        const std::int64_t step = (total / block + parts - 1) / parts * block;
+        std::vector<std::int64_t> first_bad(parts, total);
+        const auto convert = [&](unsigned part) {
+            const std::int64_t begin = std::min<std::int64_t>(total, part * step), end = std::min<std::int64_t>(total, begin + step);
+            if (begin == end) return;
+            const std::span<const std::byte> bytes = f.data(*t).subspan(static_cast<std::size_t>(begin / block * traits.bytes));
+            detail::gguf_dequantize(t->type, bytes, dst.data() + begin, end - begin);
+            for (std::int64_t i = begin; i < end; ++i)
+                if (!std::isfinite(dst[static_cast<std::size_t>(i)])) {
+                    first_bad[part] = i;
+                    break;
+                }
+        };
+        std::vector<std::thread> threads;
+        for (unsigned part = 1; part < parts; ++part) threads.emplace_back(convert, part);
+        convert(0);  // the type was checked above: the parts cannot throw
+        for (std::thread& th : threads) th.join();
+        const std::int64_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+        detail::require(bad == total, "gguf", [&] {
+            return file + ": tensor '" + name + "' holds " + (std::isnan(dst[static_cast<std::size_t>(bad)]) ? "NaN" : "Inf") +
+                   " at element " + std::to_string(bad);
         });
         if (const int heads = detail::gguf_rope_heads(hf, c); heads > 0) detail::permute_rope_rows(dst, heads, c.hidden_size, /*to_hf=*/true);
     });

@@ -31,8 +31,8 @@ struct Case {
     std::string text;
     std::vector<int> ids;
 };
-std::vector<Case> read_cases(const fs::path& vocab) {
-    const std::string raw = read_text(vocab.string() + ".inp");
+std::vector<Case> read_cases(const fs::path& base) {
+    const std::string raw = read_text(base.string() + ".inp");
     const std::string sep = "\n__ggml_vocab_test__\n";
     std::vector<std::string> texts;
     for (std::size_t pos = 0; pos < raw.size();) {
@@ -44,7 +44,7 @@ std::vector<Case> read_cases(const fs::path& vocab) {
         texts.push_back(raw.substr(pos, next - pos));
         pos = next + sep.size();
     }
-    std::istringstream out(read_text(vocab.string() + ".out"));
+    std::istringstream out(read_text(base.string() + ".out"));
     std::vector<Case> cases;
     std::string line;
     for (std::size_t i = 0; std::getline(out, line); ++i) {
@@ -72,13 +72,13 @@ bool skip_without(const fs::path& file) {
     return true;
 }
 
-/// Encodes every case; returns how many match, printing the first mismatches.
+/// Encodes every case of kDir/<name>.inp/.out with the vocabulary `vocab`; returns how many match.
 int check_vocab(const fs::path& vocab, GgufTokenizer::Kind kind, bool check_decode) {
     const GgufFile f = read_gguf_header(vocab);
     const std::optional<GgufTokenizer> tok = GgufTokenizer::from_gguf(f);
     REQUIRE(tok.has_value());
     CHECK(tok->kind() == kind);
-    const std::vector<Case> cases = read_cases(vocab);
+    const std::vector<Case> cases = read_cases(kDir / vocab.filename());
     int matched = 0, shown = 0;
     for (const Case& c : cases) {
         const std::vector<int> got = tok->encode(c.text, /*add_special=*/false);
@@ -109,9 +109,7 @@ TEST_CASE("Llama-2's SentencePiece vocabulary from GGUF tokenizes every llama.cp
           "[gguf][golden]") {
     const fs::path vocab = kDir / "cache/ggml-vocab-llama-spm.gguf";
     if (skip_without(vocab)) return;
-    // The .inp/.out pair sits next to the committed files; only the vocabulary is cached.
-    fs::copy_file(kDir / "ggml-vocab-llama-spm.gguf.inp", vocab.string() + ".inp", fs::copy_options::overwrite_existing);
-    fs::copy_file(kDir / "ggml-vocab-llama-spm.gguf.out", vocab.string() + ".out", fs::copy_options::overwrite_existing);
+    // The .inp/.out pair is committed beside the other files; only the vocabulary is cached.
     check_vocab(vocab, GgufTokenizer::Kind::kLlama, /*check_decode=*/false);
 }
 
@@ -119,7 +117,5 @@ TEST_CASE("Llama-3's byte-level vocabulary from GGUF tokenizes every llama.cpp t
           "[gguf][golden]") {
     const fs::path vocab = kDir / "cache/ggml-vocab-llama-bpe.gguf";
     if (skip_without(vocab)) return;
-    fs::copy_file(kDir / "ggml-vocab-llama-bpe.gguf.inp", vocab.string() + ".inp", fs::copy_options::overwrite_existing);
-    fs::copy_file(kDir / "ggml-vocab-llama-bpe.gguf.out", vocab.string() + ".out", fs::copy_options::overwrite_existing);
     check_vocab(vocab, GgufTokenizer::Kind::kGpt2, /*check_decode=*/true);
 }
