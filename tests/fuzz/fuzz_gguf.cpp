@@ -15,9 +15,11 @@
 
 namespace {
 
+constexpr char kBytes[] = "\x00\xFF stray \x80 \xC3";  // NUL, a stray continuation byte, a cut character
+
 constexpr std::array<std::string_view, 4> kTexts = {
     "", "Once upon a time, there was a little girl named Lily.", "h\xC3\xA9llo \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x99\x82",
-    std::string_view("\x00\xFF stray \x80 \xC3", 14)};
+    std::string_view(kBytes, sizeof kBytes - 1)};
 
 bool same_bits(const specdec::Weights& a, const specdec::Weights& b, const specdec::Config& c) {
     std::vector<const std::vector<float>*> xs, ys;
