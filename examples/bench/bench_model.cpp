@@ -19,7 +19,7 @@
 //      the time to read the files, then bf16 decode beside its floor.
 //
 // Build and run:  cmake --build build --target bench_model && ./build/bench_model [--threads N] [--csv F] [--quick]
-//                 [--only demo|15M|110M|1.1B-hf]
+//                 [--only demo|15M|110M|1.1B-hf|gguf-1.1B]
 // Prints a table (progress to stderr); --csv writes the same rows. Takes 2-4 minutes (--quick: ~30 s).
 #include <chrono>
 #include <cstdio>
@@ -167,6 +167,64 @@ void print(const Row& r) {
     std::fflush(stdout);
 }
 
+// ---- a 1.1B-shape model (TinyLlama's: D 2048, F 5632, 22 layers, 32 heads, 4 kv heads, V 32000) exported
+// to GGUF BF16 in the temporary folder and loaded back: load time beside the time to read the file, then
+// decode beside its floor. Its own case (--only gguf-1.1B), not in the default run: it writes 2.2 GB.
+
+int gguf_case(ThreadPool& pool, double best_gbs, HugeVector<float>& big, bool quick) {
+    const Config cfg{.hidden_size = 2048, .intermediate_size = 5632, .num_hidden_layers = 22, .num_attention_heads = 32,
+                     .num_key_value_heads = 4, .vocab_size = 32000, .max_position_embeddings = 2048};
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / "specdec_bench_1.1B.gguf";
+    {
+        std::fprintf(stderr, "gguf-1.1B: weights (a cheap generator: the values do not matter here) ...\n");
+        Weights w;
+        w.layers.resize(static_cast<std::size_t>(cfg.num_hidden_layers));
+        std::uint64_t state = 0x9E3779B97F4A7C15ull;
+        for_each_tensor(w, cfg, [&](const std::string& name, std::vector<float>& t, std::size_t n) {
+            t.resize(n);
+            const bool norm = name.find("norm") != std::string::npos;
+            for (float& x : t) {
+                state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+                x = norm ? 1.0f : 0.02f * (static_cast<float>(state >> 40) / 16777216.0f - 0.5f);
+            }
+        });
+        std::fprintf(stderr, "gguf-1.1B: save_gguf BF16 ...\n");
+        save_gguf(path, cfg, w, nullptr, GgufSaveType::kBF16);
+    }
+    const double file_gb = static_cast<double>(std::filesystem::file_size(path)) / 1e9;
+    // Reading the file: its bytes into memory once (from the page cache, where save_gguf left it).
+    const auto t0 = std::chrono::steady_clock::now();
+    {
+        std::FILE* f = std::fopen(path.c_str(), "rb");
+        if (!f) throw std::runtime_error("cannot read " + path.string());
+        std::vector<char> chunk(std::size_t(64) << 20);
+        double sum = 0;
+        while (const std::size_t n = std::fread(chunk.data(), 1, chunk.size(), f)) sum += chunk[n - 1];
+        std::fclose(f);
+        if (sum == 0.5) std::printf(" ");
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    GgufModel m = load_gguf(path);
+    const auto t2 = std::chrono::steady_clock::now();
+    std::filesystem::remove(path);
+    const double read_s = std::chrono::duration<double>(t1 - t0).count(), load_s = std::chrono::duration<double>(t2 - t1).count();
+    std::printf("gguf-1.1B: file %.2f GB; reading it %.2f s (%.1f GB/s); load_gguf %.2f s (%.2f s beyond the read)\n", file_gb,
+                read_s, file_gb / read_s, load_s, load_s - read_s);
+    CpuModel model(m.config, std::move(m.weights), {.max_tree_nodes = 64, .weight_format = WeightFormat::kBF16, .pool = &pool});
+    std::vector<int> context(256);
+    for (int i = 0; i < 256; ++i) context[static_cast<std::size_t>(i)] = (i * 37) % cfg.vocab_size;
+    detail::prefill(model, context, 64);
+    const double bytes = double(matrix_params(cfg)) * 2 + 2.0 * 4 * cfg.num_hidden_layers * 256 * cfg.kv_dim();
+    best_gbs = std::max(best_gbs, read_bandwidth(pool, big.data(), big.size()));
+    const Tree one = Tree::chain(std::vector<int>{5});
+    const Timing d = time_runs([&](int) { model.forward(one, 0); }, 3, quick ? 0.5 : 2.0);
+    const double floor_s = bytes / (best_gbs * 1e9);
+    std::printf("%-8s %-5s %-9s %4s %11s %11s %9s\n", "model", "dtype", "what", "N", "median ms", "best ms", "ratio");
+    print({"gguf-1.1B", "bf16", "decode", 1, 1e3 * d.median, 1e3 * d.best, d.median / floor_s});
+    std::printf("decode floor %.1f ms: %.2f GB of bf16 matrices + KV at %.1f GB/s\n", 1e3 * floor_s, bytes / 1e9, best_gbs);
+    return 0;
+}
+
 int run(int argc, char** argv) {
     int threads = 0;
     std::string csv;
@@ -179,7 +237,7 @@ int run(int argc, char** argv) {
         else if (a == "--quick") quick = true;
         else if (a == "--only" && i + 1 < argc) only = argv[++i];
         else {
-            std::fprintf(stderr, "usage: bench_model [--threads N] [--csv FILE] [--quick] [--only demo|15M|110M|1.1B-hf]\n");
+            std::fprintf(stderr, "usage: bench_model [--threads N] [--csv FILE] [--quick] [--only demo|15M|110M|1.1B-hf|gguf-1.1B]\n");
             return 2;
         }
     }
@@ -189,6 +247,7 @@ int run(int argc, char** argv) {
     HugeVector<float> big((std::size_t(1) << 30) / sizeof(float));  // kept for each round's bandwidth pass
     ceil = measure_ceilings(pool, big);
     double best_gbs = ceil.read_gbs_all;
+    if (only == "gguf-1.1B") return gguf_case(pool, best_gbs, big, quick);
     std::printf("threads %d; read %.1f GB/s (1 thread) %.1f GB/s (all); f32 FMA %.1f GFLOP/s (1 thread) %.1f (all)\n",
                 pool.size(), ceil.read_gbs_1, ceil.read_gbs_all, ceil.fma_gflops_1, ceil.fma_gflops_all);
     const bool dot = panels_available() && bf16_dot_available();

@@ -266,6 +266,35 @@ void llama2c_seeds() {
     put("llama2c", "v2_tied", packed_llama2c(llama2c_q8(tiny(1, true), 4), bytes_tokenizer));
 }
 
+void gguf_seeds() {
+    const fs::path p = kScratch / "model.gguf";
+    const Config c{.hidden_size = 32, .intermediate_size = 32, .num_hidden_layers = 1, .num_attention_heads = 2,
+                   .num_key_value_heads = 1, .vocab_size = 300, .max_position_embeddings = 16, .tie_word_embeddings = true};
+    const Tokenizer bpe = Tokenizer::train("Once upon a time, there was a little girl named Lily. She liked tea.", 300);
+    const GgufTokenizer byte_level(bpe);
+    save_gguf(p, c, random_weights(c, 21), &byte_level, GgufSaveType::kQ8_0);
+    put("gguf", "q8_0_gpt2_tokenizer", read(p));
+    std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+    std::vector<float> scores(3, 0.0f);
+    for (int b = 0; b < 256; ++b) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        tokens.emplace_back(name);
+        scores.push_back(0.0f);
+    }
+    for (const char* t : {" ", "a", "n", " a", "an", " an"}) tokens.emplace_back(t), scores.push_back(-static_cast<float>(tokens.size()));
+    const GgufTokenizer spm(Llama2cTokenizer::from_vocab(tokens, scores));
+    Config s = c;
+    s.vocab_size = static_cast<int>(tokens.size());
+    s.tie_word_embeddings = false;
+    save_gguf(p, s, random_weights(s, 22), &spm, GgufSaveType::kF16);
+    put("gguf", "f16_untied_llama_tokenizer", read(p));
+    Config small = c;
+    small.vocab_size = 8;
+    save_gguf(p, small, random_weights(small, 23), nullptr, GgufSaveType::kBF16);
+    put("gguf", "bf16_no_tokenizer", read(p));
+}
+
 }  // namespace
 
 int main() try {
@@ -282,6 +311,7 @@ int main() try {
     token_file_seeds();
     prompts_seeds();
     llama2c_seeds();
+    gguf_seeds();
     fs::remove_all(kScratch);
     std::printf("seeds written under %s\n", kSeeds.c_str());
     return 0;

@@ -49,7 +49,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-enum class Loader { kJson, kCheckpoint, kSafetensors, kTokenizer, kTokenFile, kGlide, kEdd, kLlama2c, kLlama2cTokenizer };
+enum class Loader { kJson, kCheckpoint, kSafetensors, kTokenizer, kTokenFile, kGlide, kEdd, kLlama2c, kLlama2cTokenizer, kGguf };
 
 struct Case {
     const char* path;                    // under tests/data/malformed/
@@ -208,6 +208,24 @@ const std::vector<Case> kCorpus = {
     {"llama2c/tokenizer_longer_than_max.bin", Loader::kLlama2cTokenizer, {"token 1: length 3 exceeds max_token_length 2"}},
     {"llama2c/tokenizer_truncated_record.bin", Loader::kLlama2cTokenizer, {"token 1: the file ends 3 bytes after the last token"}},
     {"llama2c/tokenizer_nan_score.bin", Loader::kLlama2cTokenizer, {"token 2 has score NaN"}},
+    {"gguf/truncated.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'token_embd.weight' n_dims needs 4 bytes at offset 598, the file has 2 left (truncated?)"}},
+    {"gguf/bad_magic.gguf", Loader::kGguf, {"[specdec.gguf]", "magic is 'GGML', not 'GGUF'"}},
+    {"gguf/bad_version.gguf", Loader::kGguf, {"[specdec.gguf]", "version 1 is not supported"}},
+    {"gguf/data_past_end.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'output_norm.weight': data [33024, +128) runs past the end of the data section"}},
+    {"gguf/unknown_type.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.ffn_up.weight': ggml type 99 is unknown"}},
+    {"gguf/unsupported_quant.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'token_embd.weight' has type Q4_1 (ggml type 3), which specdec cannot dequantize"}},
+    {"gguf/n_dims_5.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_v.weight': n_dims 5 is outside 1..4"}},
+    {"gguf/misaligned_offset.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_v.weight': offset 8324 is not a multiple of the alignment 32"}},
+    {"gguf/duplicate_tensor.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_q.weight' appears twice"}},
+    {"gguf/dims_overflow.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_q.weight': ne[1] = 1099511627776 makes the element count overflow 64 bits"}},
+    {"gguf/string_length_2e64.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata entry 0 key (a string of 18446744073709551600 bytes) needs 18446744073709551600 bytes"}},
+    {"gguf/array_count_huge.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'general.huge': array of 4611686018427387904 elements needs at least 2^64 bytes"}},
+    {"gguf/nested_array.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'general.nested': an array of arrays"}},
+    {"gguf/tensor_count_huge.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor count 1152921504606846976 cannot fit"}},
+    {"gguf/architecture_bloom.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'general.architecture' is 'bloom'"}},
+    {"gguf/rope_scaling.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.type' is 'linear'; RoPE scaling is not supported"}},
+    {"gguf/block_count_3.gguf", Loader::kGguf, {"[specdec.gguf]", "holds 11 tensors; llama.block_count 3 needs 29"}},
+    {"gguf/nan_weight.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.ffn_down.weight' holds NaN at element 1420"}},
 };
 
 const fs::path kCorpusDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/malformed";
@@ -232,6 +250,7 @@ void load(const fs::path& path, Loader loader, Target& target) {
         }
         case Loader::kLlama2c: (void)load_llama2c(path); return;
         case Loader::kLlama2cTokenizer: (void)Llama2cTokenizer::load(path); return;
+        case Loader::kGguf: (void)load_gguf(path); return;
         case Loader::kEdd: {
             EddCheckpoint ck = load_edd_checkpoint(path);
             CpuModel drafter(ck.config, std::move(ck.weights));

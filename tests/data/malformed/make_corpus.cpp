@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -447,8 +448,85 @@ void llama2c_cases() {
 
 }  // namespace
 
+// ---- gguf/: a valid small model saved by save_gguf (F32, dim 32, hidden 48, 1 layer, 2 heads, 1 kv head,
+// vocabulary 16, context 8, tied), then one field patched; or a header written from scratch.
+
+/// The offset of the field `after` bytes past the end of tensor `name`'s name in the tensor infos.
+std::size_t after_tensor_name(const std::string& file, const std::string& name, std::size_t after) {
+    const std::string key = le64(name.size()) + name;
+    const std::size_t at = file.find(key, 24);
+    if (at == std::string::npos) throw std::runtime_error("make_corpus: no tensor " + name);
+    return at + key.size() + after;
+}
+
+std::string patched(std::string file, std::size_t at, const std::string& bytes) {
+    file.replace(at, bytes.size(), bytes);
+    return file;
+}
+
+/// `file` with metadata entries `kv` (count `n`) inserted first, plus a filler string entry that keeps the
+/// header a multiple of 32 bytes longer, so the data section keeps its offsets.
+std::string with_kv(std::string file, const std::string& kv, std::uint64_t n) {
+    std::string more = kv;
+    const std::size_t filler_key = 8, base = more.size() + 8 + filler_key + 4 + 8;
+    const std::size_t value = (32 - base % 32) % 32;
+    more += le64(filler_key) + "zz.pad.x" + le32(8) + le64(value) + std::string(value, 'x');
+    std::uint64_t count = 0;
+    std::memcpy(&count, file.data() + 16, 8);
+    file = patched(file, 16, le64(count + n + 1));
+    return file.insert(24, more);
+}
+
+std::string gguf_string_kv(const std::string& key, const std::string& value) {
+    return le64(key.size()) + key + le32(8) + le64(value.size()) + value;
+}
+
+void gguf_cases() {
+    const Config c{.hidden_size = 32, .intermediate_size = 48, .num_hidden_layers = 1, .num_attention_heads = 2,
+                   .num_key_value_heads = 1, .vocab_size = 16, .max_position_embeddings = 8, .tie_word_embeddings = true};
+    const fs::path tmp = kRoot / "gguf" / "tmp.gguf";
+    fs::create_directories(tmp.parent_path());
+    save_gguf(tmp, c, random_weights(c, 1, 0.3f), nullptr, GgufSaveType::kF32);
+    const std::string ok = detail::read_text_file(tmp, "gguf");
+    fs::remove(tmp);
+    const std::string header = "GGUF" + le32(3);
+    write("gguf/truncated.gguf", ok.substr(0, 600));
+    write("gguf/bad_magic.gguf", patched(ok, 0, "GGML"));
+    write("gguf/bad_version.gguf", patched(ok, 4, le32(1)));
+    write("gguf/data_past_end.gguf", ok.substr(0, ok.size() - 64));
+    write("gguf/unknown_type.gguf", patched(ok, after_tensor_name(ok, "blk.0.ffn_up.weight", 4 + 16), le32(99)));
+    write("gguf/unsupported_quant.gguf", patched(ok, after_tensor_name(ok, "token_embd.weight", 4 + 16), le32(3)));  // Q4_1
+    write("gguf/n_dims_5.gguf", patched(ok, after_tensor_name(ok, "blk.0.attn_v.weight", 0), le32(5)));
+    write("gguf/misaligned_offset.gguf", [&] {
+        const std::size_t at = after_tensor_name(ok, "blk.0.attn_v.weight", 4 + 16 + 4);
+        std::uint64_t offset = 0;
+        std::memcpy(&offset, ok.data() + at, 8);
+        return patched(ok, at, le64(offset + 4));
+    }());
+    write("gguf/duplicate_tensor.gguf", patched(ok, after_tensor_name(ok, "blk.0.attn_k.weight", 0) - 13, "attn_q"));
+    write("gguf/dims_overflow.gguf",
+          patched(ok, after_tensor_name(ok, "blk.0.attn_q.weight", 4), le64(std::uint64_t{1} << 40) + le64(std::uint64_t{1} << 40)));
+    write("gguf/string_length_2e64.gguf", header + le64(0) + le64(1) + le64(0xFFFFFFFFFFFFFFF0ull) + "general.name");
+    write("gguf/array_count_huge.gguf", header + le64(0) + le64(1) + le64(12) + "general.huge" + le32(9) + le32(4) +
+                                          le64(std::uint64_t{1} << 62) + le32(7));
+    write("gguf/nested_array.gguf", header + le64(0) + le64(1) + le64(14) + "general.nested" + le32(9) + le32(9) + le64(1));
+    write("gguf/tensor_count_huge.gguf", header + le64(std::uint64_t{1} << 60) + le64(0));
+    write("gguf/architecture_bloom.gguf", patched(ok, ok.find("llama", 24), "bloom"));  // same length
+    write("gguf/rope_scaling.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "linear"), 1));
+    write("gguf/block_count_3.gguf", [&] {
+        const std::string key = le64(17) + "llama.block_count" + le32(4);
+        return patched(ok, ok.find(key) + key.size(), le32(3));
+    }());
+    write("gguf/nan_weight.gguf", [&] {
+        const std::size_t data = ok.size() - 16 * 4 - 32 * 4;  // output_norm (32 floats) and before it the
+        std::string f = ok;                                      // last matrix; patch a float well inside
+        const std::uint32_t nan = 0x7FC00000u;
+        return patched(f, data - 400, le32(nan));
+    }());
+}
+
 int main() try {
-    for (const char* d : {"json", "checkpoint", "sharded", "safetensors", "tokenizer", "token_file", "glide", "edd", "llama2c"})
+    for (const char* d : {"json", "checkpoint", "sharded", "safetensors", "tokenizer", "token_file", "glide", "edd", "llama2c", "gguf"})
         fs::remove_all(kRoot / d);
     json_cases();
     checkpoint_cases();
@@ -458,6 +536,7 @@ int main() try {
     token_file_cases();
     drafter_cases();
     llama2c_cases();
+    gguf_cases();
     return 0;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

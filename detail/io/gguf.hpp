@@ -1,0 +1,1293 @@
+// specdec/detail/io/gguf.hpp — llama.cpp's GGUF files: header, metadata, tensors (dequantized at load), the
+// tokenizer they carry, and export of a specdec model.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "../core/compiled.hpp"
+#include "../core/error.hpp"
+#include "../model/config.hpp"
+#include "../model/weights.hpp"
+#include "checkpoint.hpp"
+#include "llama2c.hpp"
+#include "tokenizer.hpp"
+#if SPECDEC_BODIES  // only the bodies read and write files
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+#endif
+
+// The file (ggml's docs/gguf.md), all little-endian:
+//   uint32 magic "GGUF", uint32 version (2 or 3; 1 used 32-bit counts and is refused), uint64 tensor count,
+//   uint64 metadata count; metadata: key (string), uint32 value type, value; tensor infos: name (string),
+//   uint32 n_dims (<= 4), uint64 ne[n_dims] (ne[0] the fastest: a (out, in) matrix has ne = [in, out]),
+//   uint32 ggml type, uint64 offset into the data section; zero padding to `general.alignment` (32 when
+//   absent); the data section, each tensor at its offset (a multiple of the alignment).
+//   A string is a uint64 length and its bytes; an array is a uint32 element type, a uint64 count, the values.
+// llama.cpp's "llama" architecture names tensors token_embd, blk.N.attn_norm / attn_q / attn_k / attn_v /
+// attn_output / ffn_norm / ffn_gate / ffn_up / ffn_down, output_norm, output (absent when tied), and its
+// converter (convert_hf_to_gguf.py, LlamaModel.permute) reorders the rows of each head of q and k so that
+// RoPE rotates adjacent pairs (llama.cpp's LLAMA_ROPE_TYPE_NORM): HF's row j·hd/2 + i becomes row 2i + j
+// — llama2.c's layout, so loading applies llama2.c's permute_rope_rows(to_hf = true), saving its inverse.
+
+namespace specdec {
+
+// ---- declarations (the bodies follow) ----------------------------------------------------------------
+
+/// ggml tensor types by id (ggml.h). Those named here are the ones specdec knows the layout of; loading
+/// dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, saving writes F32, F16, BF16 and Q8_0.
+enum class GgufType : std::uint32_t {
+    kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
+    kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15,
+    kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
+};
+
+/// Metadata value types (gguf.md).
+enum class GgufValueType : std::uint32_t {
+    kU8 = 0, kI8 = 1, kU16 = 2, kI16 = 3, kU32 = 4, kI32 = 5, kF32 = 6, kBool = 7,
+    kString = 8, kArray = 9, kU64 = 10, kI64 = 11, kF64 = 12,
+};
+
+/// One metadata value. Scalars: integers and bools in `integer` (a uint64 above INT64_MAX saturates),
+/// floats in `real`, a string in `string`. Arrays (of scalars or strings; arrays of arrays are refused):
+/// `element` is their type, strings in `strings`, numbers and bools in `numbers`.
+struct GgufValue {
+    GgufValueType type = GgufValueType::kU8;
+    GgufValueType element = GgufValueType::kU8;  // arrays only
+    std::int64_t integer = 0;
+    double real = 0.0;
+    std::string string;
+    std::vector<std::string> strings;  // (n) string arrays
+    std::vector<double> numbers;       // (n) numeric and bool arrays
+
+    bool is_array() const { return type == GgufValueType::kArray; }
+    bool is_integer() const;  // any integer type (not bool)
+    bool is_float() const { return type == GgufValueType::kF32 || type == GgufValueType::kF64; }
+    std::size_t size() const { return element == GgufValueType::kString ? strings.size() : numbers.size(); }
+};
+
+/// One tensor of the file: dims as ggml orders them (dims[0] the fastest, the columns of a matrix),
+/// its ggml type id, its offset in the data section and its size in bytes.
+struct GgufTensorInfo {
+    std::string name;
+    std::vector<std::int64_t> dims;  // ne[0..n_dims)
+    std::uint32_t type = 0;          // a GgufType value
+    std::uint64_t offset = 0;        // from the start of the data section
+    std::uint64_t bytes = 0;
+    std::int64_t elements() const;
+};
+
+/// A GGUF file, memory-mapped read-only (read into memory when mmap fails) with its header validated
+/// in open(): every value read, every tensor of a known type, in bounds, aligned, uniquely named.
+class GgufFile {
+public:
+    static GgufFile open(const std::filesystem::path& path);
+
+    GgufFile(GgufFile&& other) noexcept { *this = std::move(other); }
+    GgufFile& operator=(GgufFile&& other) noexcept;
+    GgufFile(const GgufFile&) = delete;
+    GgufFile& operator=(const GgufFile&) = delete;
+    ~GgufFile() { release(); }
+
+    const std::filesystem::path& path() const { return path_; }
+    std::uint32_t version() const { return version_; }
+    std::uint64_t alignment() const { return alignment_; }
+    /// Metadata in file order.
+    const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+    /// Tensor infos in file order.
+    const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+    const GgufValue* find(std::string_view key) const;
+    const GgufTensorInfo* find_tensor(std::string_view name) const;
+    /// The bytes of a tensor of this file.
+    std::span<const std::byte> data(const GgufTensorInfo& tensor) const;
+
+private:
+    GgufFile() = default;
+    void release() noexcept;
+    void parse();
+    [[noreturn]] void fail(const std::string& what) const;
+
+    std::filesystem::path path_;
+    void* mapped_ = nullptr;
+    std::size_t mapped_size_ = 0;
+    std::vector<std::byte> buffer_;    // the fallback copy when mmap is unavailable
+    std::span<const std::byte> file_;  // the whole file
+    std::uint32_t version_ = 0;
+    std::uint64_t alignment_ = 32;
+    std::uint64_t data_begin_ = 0;     // where the data section starts
+    std::vector<std::pair<std::string, GgufValue>> metadata_;
+    std::vector<GgufTensorInfo> tensors_;
+};
+
+/// The header of a GGUF file (metadata and tensor table), for inspection; the data stays mapped.
+SPECDEC_INLINE GgufFile read_gguf_header(const std::filesystem::path& path);
+
+/// The tokenizer a GGUF file carries, of either kind llama.cpp names in tokenizer.ggml.model:
+///  - "gpt2": byte-level BPE (tokens in GPT-2's byte alphabet, merges by rank) with the pre-tokenizer
+///    tokenizer.ggml.pre names: "gpt-2" (GPT-2's regex) or "llama-bpe" / "llama3" / "llama-v3" (Llama-3's,
+///    whole pre-tokens found in the vocab not merged). Run by `Tokenizer`, built through its tokenizer.json
+///    reader so both file formats share one implementation; control and user-defined tokens are its
+///    added tokens (cut out of the text first).
+///  - "llama": SentencePiece with scores and no merges: llama.cpp's llm_tokenizer_spm, which is run.c's
+///    algorithm (a " " prefix, characters, merge the adjacent pair whose concatenation is the token of
+///    highest score, bytes <0xNN> for what is left unknown), run by `Llama2cTokenizer` ("▁" spelled " ").
+/// encode(text, add_special) puts BOS (and EOS) around the ids as tokenizer.ggml.add_bos_token /
+/// add_eos_token say (llama.cpp's defaults when absent: BOS for "llama" and Llama-3's pre-tokenizer).
+/// decode(ids) skips control tokens. Differences from llama.cpp (parse_special false) are documented in
+/// docs/formats.md: special tokens' text in the input is cut out as the token by the "gpt2" kind, and
+/// user-defined tokens are not cut out by the "llama" kind.
+class GgufTokenizer {
+public:
+    enum class Kind { kGpt2, kLlama };
+
+    /// The tokenizer of the file's tokenizer.ggml.* metadata; nullopt when it has none.
+    static std::optional<GgufTokenizer> from_gguf(const GgufFile& file);
+    /// specdec's byte-level tokenizer (exported as "gpt2") or a llama2.c tokenizer (exported as "llama").
+    explicit GgufTokenizer(Tokenizer t);
+    explicit GgufTokenizer(Llama2cTokenizer t);
+
+    Kind kind() const { return kind_; }
+    std::vector<int> encode(std::string_view text, bool add_special = true) const;
+    std::string decode(std::span<const int> ids) const;
+    int vocab_size() const;
+    int bos_id() const { return bos_; }
+    int eos_id() const { return eos_; }
+    bool add_bos() const { return add_bos_; }
+    /// The byte-level tokenizer ("gpt2" kind) or the SentencePiece one ("llama" kind); nullptr otherwise.
+    const Tokenizer* bpe() const { return bpe_ ? &*bpe_ : nullptr; }
+    const Llama2cTokenizer* spm() const { return spm_ ? &*spm_ : nullptr; }
+    /// llama.cpp's token types (1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte), per id.
+    const std::vector<int>& token_types() const { return types_; }
+    /// The pre-tokenizer name written as tokenizer.ggml.pre ("gpt-2", "llama-bpe", "default").
+    const std::string& pre() const { return pre_; }
+
+private:
+    GgufTokenizer() = default;
+
+    Kind kind_ = Kind::kGpt2;
+    std::optional<Tokenizer> bpe_;
+    std::optional<Llama2cTokenizer> spm_;
+    std::vector<int> types_;  // (V)
+    std::string pre_ = "default";
+    int bos_ = -1, eos_ = -1;
+    bool add_bos_ = false, add_eos_ = false;
+};
+
+/// A model read from GGUF: the config, HF-named float32 weights, and the tokenizer when the file has one.
+struct GgufModel {
+    Config config;
+    Weights weights;
+    std::optional<GgufTokenizer> tokenizer;
+};
+
+/// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (rope scaling, a head size
+/// other than embedding_length / head_count, experts refused naming the key), its tensors dequantized to
+/// float32 with q and k rows put back in HF's order.
+SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path);
+
+/// The tensor types save_gguf writes. Norms are always F32 (as llama.cpp's quantizer keeps them); Q8_0
+/// needs rows of a multiple of 32 values, and a matrix whose rows are not is written F16.
+enum class GgufSaveType { kF32, kF16, kBF16, kQ8_0 };
+
+/// Writes a GGUF v3 file llama.cpp reads: architecture "llama", alignment 32, q and k rows in llama.cpp's
+/// RoPE order, and the tokenizer's metadata when one is given.
+SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c, const Weights& w,
+                              const GgufTokenizer* tokenizer, GgufSaveType type = GgufSaveType::kBF16);
+
+namespace detail {
+
+/// Elements per block and bytes per block of the ggml types whose layout specdec knows (0, 0: unknown).
+struct GgufTypeTraits {
+    std::int64_t block = 0, bytes = 0;
+    const char* name = "unknown";
+};
+SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type);
+
+/// IEEE binary16 from float, round to nearest even (Inf beyond 65504, NaN kept).
+SPECDEC_INLINE std::uint16_t float_to_half(float f);
+
+/// Dequantizes `n` consecutive values (a multiple of the type's block) of `type` from `src` into `dst`.
+/// Throws for a type it cannot read.
+SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byte> src, float* dst, std::int64_t n);
+/// ggml's reference Q8_0: blocks of 32 values as an f16 scale d = max|x| / 127 and 32 int8 round(x / d).
+SPECDEC_INLINE void quantize_q8_0(std::span<const float> x, std::vector<std::byte>& out);
+
+}  // namespace detail
+
+#if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
+
+static_assert(std::endian::native == std::endian::little,
+              "GGUF files are little-endian; this reader copies them without swapping");
+
+namespace detail {
+
+constexpr std::uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as a little-endian uint32
+constexpr int kGgufMaxDims = 4;                    // GGML_MAX_DIMS
+constexpr std::int64_t kQK = 32, kQK_K = 256;      // values per block: Q8_0 / Q4_0, and the k-quants
+
+SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type) {
+    switch (static_cast<GgufType>(type)) {
+        case GgufType::kF32: return {1, 4, "F32"};
+        case GgufType::kF16: return {1, 2, "F16"};
+        case GgufType::kQ4_0: return {kQK, 2 + 16, "Q4_0"};
+        case GgufType::kQ4_1: return {kQK, 4 + 16, "Q4_1"};
+        case GgufType::kQ5_0: return {kQK, 2 + 4 + 16, "Q5_0"};
+        case GgufType::kQ5_1: return {kQK, 4 + 4 + 16, "Q5_1"};
+        case GgufType::kQ8_0: return {kQK, 2 + 32, "Q8_0"};
+        case GgufType::kQ8_1: return {kQK, 4 + 32, "Q8_1"};
+        case GgufType::kQ2_K: return {kQK_K, 16 + 64 + 4, "Q2_K"};
+        case GgufType::kQ3_K: return {kQK_K, 32 + 64 + 12 + 2, "Q3_K"};
+        case GgufType::kQ4_K: return {kQK_K, 4 + 12 + 128, "Q4_K"};
+        case GgufType::kQ5_K: return {kQK_K, 4 + 12 + 32 + 128, "Q5_K"};
+        case GgufType::kQ6_K: return {kQK_K, 128 + 64 + 16 + 2, "Q6_K"};
+        case GgufType::kQ8_K: return {kQK_K, 4 + 256 + 32, "Q8_K"};
+        case GgufType::kI8: return {1, 1, "I8"};
+        case GgufType::kI16: return {1, 2, "I16"};
+        case GgufType::kI32: return {1, 4, "I32"};
+        case GgufType::kI64: return {1, 8, "I64"};
+        case GgufType::kF64: return {1, 8, "F64"};
+        case GgufType::kBF16: return {1, 2, "BF16"};
+    }
+    return {};
+}
+
+SPECDEC_INLINE std::uint16_t float_to_half(float f) {
+    const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+    const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+    const std::uint32_t a = x & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7E00u | ((a >> 13) & 0x3FFu));  // NaN
+    if (a >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // >= 65520 rounds to Inf
+    if (a < 0x38800000u) {  // below 2^-14: a subnormal half, m · 2^-24
+        if (a <= 0x33000000u) return sign;  // <= 2^-25 rounds to 0 (2^-25 is a tie, to the even 0)
+        const std::uint32_t mantissa = (a & 0x7FFFFFu) | 0x800000u;
+        const std::uint32_t shift = 126u - (a >> 23);  // 14..24
+        std::uint32_t h = mantissa >> shift;
+        const std::uint32_t rest = mantissa & ((1u << shift) - 1u), tie = 1u << (shift - 1u);
+        if (rest > tie || (rest == tie && (h & 1u))) ++h;
+        return static_cast<std::uint16_t>(sign | h);
+    }
+    std::uint32_t h = (a >> 13) - ((127u - 15u) << 10);
+    const std::uint32_t rest = a & 0x1FFFu;
+    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is still right
+    return static_cast<std::uint16_t>(sign | h);
+}
+
+inline float read_half(const std::byte* p) {
+    std::uint16_t h;
+    std::memcpy(&h, p, 2);
+    return half_to_float(h);
+}
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K block, packed in its 12 scale bytes (ggml's
+// get_scale_min_k4): sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); 4-7 in the
+// nibbles of bytes 8-11, their top 2 bits in the top bits of bytes 0-3 (scales) and 4-7 (mins).
+inline void q4_k_scale_min(int j, const std::uint8_t* s, int& scale, int& min) {
+    if (j < 4) {
+        scale = s[j] & 63;
+        min = s[j + 4] & 63;
+    } else {
+        scale = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+        min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byte> src, float* dst, std::int64_t n) {
+    const GgufTypeTraits t = gguf_type_traits(type);
+    require(t.block > 0 && n % t.block == 0 && src.size() >= static_cast<std::size_t>(n / t.block * t.bytes), "gguf", [&] {
+        return "dequantize: " + std::to_string(n) + " values of type " + t.name + " (" + std::to_string(type) +
+               ") need whole blocks, " + std::to_string(src.size()) + " bytes given";
+    });
+    const auto* p = reinterpret_cast<const std::uint8_t*>(src.data());
+    const std::int64_t blocks = n / t.block;
+    switch (static_cast<GgufType>(type)) {
+        case GgufType::kF32: std::memcpy(dst, p, static_cast<std::size_t>(n) * 4); return;
+        case GgufType::kF16:
+            for (std::int64_t i = 0; i < n; ++i) dst[i] = read_half(src.data() + 2 * i);
+            return;
+        case GgufType::kBF16:
+            for (std::int64_t i = 0; i < n; ++i) {
+                std::uint16_t b;
+                std::memcpy(&b, p + 2 * i, 2);
+                dst[i] = std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+            }
+            return;
+        case GgufType::kQ8_0:  // block: f16 d, int8 q[32]; x = d · q
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += kQK) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                for (int j = 0; j < kQK; ++j) dst[j] = d * static_cast<float>(static_cast<std::int8_t>(p[2 + j]));
+            }
+            return;
+        case GgufType::kQ4_0:  // block: f16 d, 16 bytes of nibbles; value j is the low nibble of byte j,
+                               // value j + 16 its high nibble; x = d · (nibble - 8)
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += kQK) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const std::uint8_t* q = p + 2;
+                for (int j = 0; j < 16; ++j) {
+                    dst[j] = d * static_cast<float>((q[j] & 0xF) - 8);
+                    dst[j + 16] = d * static_cast<float>((q[j] >> 4) - 8);
+                }
+            }
+            return;
+        case GgufType::kQ4_K:  // block: f16 d, f16 dmin, scales[12], qs[128]; 8 sub-blocks of 32 values,
+                               // x = d · scale_j · nibble - dmin · min_j; each 32 bytes of qs hold two
+                               // sub-blocks, the first in the low nibbles, the next in the high ones
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const float dmin = read_half(reinterpret_cast<const std::byte*>(p + 2));
+                const std::uint8_t* scales = p + 4;
+                const std::uint8_t* q = p + 16;
+                for (int pair = 0; pair < 4; ++pair, q += 32) {
+                    int s0, m0, s1, m1;
+                    q4_k_scale_min(2 * pair, scales, s0, m0);
+                    q4_k_scale_min(2 * pair + 1, scales, s1, m1);
+                    const float d0 = d * static_cast<float>(s0), o0 = dmin * static_cast<float>(m0);
+                    const float d1 = d * static_cast<float>(s1), o1 = dmin * static_cast<float>(m1);
+                    for (int l = 0; l < 32; ++l) *dst++ = d0 * static_cast<float>(q[l] & 0xF) - o0;
+                    for (int l = 0; l < 32; ++l) *dst++ = d1 * static_cast<float>(q[l] >> 4) - o1;
+                }
+            }
+            return;
+        case GgufType::kQ6_K:  // block: ql[128] (low 4 bits), qh[64] (high 2 bits), int8 scales[16], f16 d;
+                               // x = d · scale · (6-bit q - 32), one scale per 16 values. Each half (128
+                               // values) uses 64 bytes of ql and 32 of qh: value l + 32k (k = 0..3, l < 32)
+                               // takes the low (k < 2) or high (k >= 2) nibble of ql[l + 32 (k & 1)] and
+                               // bits 2k, 2k+1 of qh[l]
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const std::uint8_t* ql = p;
+                const std::uint8_t* qh = p + 128;
+                const auto* sc = reinterpret_cast<const std::int8_t*>(p + 192);
+                const float d = read_half(reinterpret_cast<const std::byte*>(p + 208));
+                for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, dst += 128)
+                    for (int l = 0; l < 32; ++l)
+                        for (int k = 0; k < 4; ++k) {
+                            const int low = k < 2 ? (ql[l + 32 * (k & 1)] & 0xF) : (ql[l + 32 * (k & 1)] >> 4);
+                            const int q = (low | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+                            dst[l + 32 * k] = d * static_cast<float>(sc[l / 16 + 2 * k]) * static_cast<float>(q);
+                        }
+            }
+            return;
+        default: break;
+    }
+    fail("gguf", std::string("dequantize: type ") + t.name + " (" + std::to_string(type) +
+                     ") is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)");
+}
+
+SPECDEC_INLINE void quantize_q8_0(std::span<const float> x, std::vector<std::byte>& out) {
+    const std::size_t blocks = x.size() / kQK;
+    out.resize(blocks * 34);
+    auto* p = reinterpret_cast<std::uint8_t*>(out.data());
+    for (std::size_t b = 0; b < blocks; ++b, p += 34) {
+        const float* v = x.data() + b * kQK;
+        float amax = 0.0f;
+        for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(v[j]));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const std::uint16_t h = float_to_half(d);
+        std::memcpy(p, &h, 2);
+        for (int j = 0; j < kQK; ++j) p[2 + j] = static_cast<std::uint8_t>(static_cast<std::int8_t>(std::lround(v[j] * id)));
+    }
+}
+
+}  // namespace detail
+
+// ---- reading ---------------------------------------------------------------------------------------------
+
+SPECDEC_INLINE bool GgufValue::is_integer() const {
+    switch (type) {
+        case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kU16: case GgufValueType::kI16:
+        case GgufValueType::kU32: case GgufValueType::kI32: case GgufValueType::kU64: case GgufValueType::kI64:
+            return true;
+        default: return false;
+    }
+}
+
+SPECDEC_INLINE std::int64_t GgufTensorInfo::elements() const {
+    std::int64_t n = 1;
+    for (std::int64_t d : dims) n *= d;
+    return n;
+}
+
+SPECDEC_INLINE GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
+    if (this != &other) {
+        release();
+        path_ = std::move(other.path_);
+        mapped_ = std::exchange(other.mapped_, nullptr);
+        mapped_size_ = std::exchange(other.mapped_size_, 0);
+        const bool owned = other.file_.data() == other.buffer_.data();
+        buffer_ = std::move(other.buffer_);
+        file_ = owned ? std::span<const std::byte>(buffer_.data(), buffer_.size()) : other.file_;
+        other.file_ = {};
+        version_ = other.version_;
+        alignment_ = other.alignment_;
+        data_begin_ = other.data_begin_;
+        metadata_ = std::move(other.metadata_);
+        tensors_ = std::move(other.tensors_);
+    }
+    return *this;
+}
+
+SPECDEC_INLINE void GgufFile::release() noexcept {
+    if (mapped_ != nullptr) ::munmap(mapped_, mapped_size_);
+    mapped_ = nullptr;
+    mapped_size_ = 0;
+}
+
+SPECDEC_INLINE void GgufFile::fail(const std::string& what) const { detail::fail("gguf", path_.string() + ": " + what); }
+
+SPECDEC_INLINE const GgufValue* GgufFile::find(std::string_view key) const {
+    for (const auto& [k, v] : metadata_)
+        if (k == key) return &v;
+    return nullptr;
+}
+
+SPECDEC_INLINE const GgufTensorInfo* GgufFile::find_tensor(std::string_view name) const {
+    for (const GgufTensorInfo& t : tensors_)
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+SPECDEC_INLINE std::span<const std::byte> GgufFile::data(const GgufTensorInfo& tensor) const {
+    return file_.subspan(static_cast<std::size_t>(data_begin_ + tensor.offset), static_cast<std::size_t>(tensor.bytes));
+}
+
+SPECDEC_INLINE GgufFile GgufFile::open(const std::filesystem::path& path) {
+    GgufFile f;
+    f.path_ = path;
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) f.fail("is a directory, not a .gguf file");
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) f.fail("cannot open: " + std::string(std::strerror(errno)));
+    struct stat st{};
+    if (::fstat(fd, &st) != 0) {
+        const int e = errno;
+        ::close(fd);
+        f.fail("cannot stat: " + std::string(std::strerror(e)));
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    void* p = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    if (p != MAP_FAILED) {
+        f.mapped_ = p;
+        f.mapped_size_ = size;
+        f.file_ = {static_cast<const std::byte*>(p), size};
+    } else {  // mmap fails on some file systems, and for empty files: read it instead
+        f.buffer_.resize(size);
+        std::size_t done = 0;
+        while (done < size) {
+            const ssize_t n = ::read(fd, f.buffer_.data() + done, size - done);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                ::close(fd);
+                f.fail("read failed after " + std::to_string(done) + " of " + std::to_string(size) + " bytes");
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        f.file_ = {f.buffer_.data(), f.buffer_.size()};
+    }
+    ::close(fd);
+    f.parse();
+    return f;
+}
+
+namespace detail {
+
+/// Reads the header bytes in order, every read bounds-checked against the file.
+struct GgufCursor {
+    std::span<const std::byte> bytes;
+    std::size_t pos = 0;
+    const GgufFile* file = nullptr;
+    std::string file_name;
+
+    std::size_t left() const { return bytes.size() - pos; }
+    [[noreturn]] void fail(const std::string& what) const { detail::fail("gguf", file_name + ": " + what); }
+    void need(std::uint64_t n, const std::string& what) const {
+        if (n > left())
+            fail(what + " needs " + std::to_string(n) + " bytes at offset " + std::to_string(pos) + ", the file has " +
+                 std::to_string(left()) + " left (truncated?)");
+    }
+    template <class T>
+    T get(const std::string& what) {
+        need(sizeof(T), what);
+        T v;
+        std::memcpy(&v, bytes.data() + pos, sizeof(T));
+        pos += sizeof(T);
+        return v;
+    }
+    std::string string(const std::string& what) {
+        const auto n = get<std::uint64_t>(what + " (string length)");
+        need(n, what + " (a string of " + std::to_string(n) + " bytes)");
+        std::string s(reinterpret_cast<const char*>(bytes.data() + pos), static_cast<std::size_t>(n));
+        pos += static_cast<std::size_t>(n);
+        return s;
+    }
+};
+
+inline std::size_t gguf_scalar_bytes(GgufValueType t) {
+    switch (t) {
+        case GgufValueType::kU8: case GgufValueType::kI8: case GgufValueType::kBool: return 1;
+        case GgufValueType::kU16: case GgufValueType::kI16: return 2;
+        case GgufValueType::kU32: case GgufValueType::kI32: case GgufValueType::kF32: return 4;
+        case GgufValueType::kU64: case GgufValueType::kI64: case GgufValueType::kF64: return 8;
+        default: return 0;
+    }
+}
+
+/// One scalar of type t as (integer, real); bools are integers 0 and 1.
+inline void gguf_scalar(GgufCursor& in, GgufValueType t, const std::string& what, std::int64_t& integer, double& real) {
+    switch (t) {
+        case GgufValueType::kU8: integer = in.get<std::uint8_t>(what); break;
+        case GgufValueType::kI8: integer = in.get<std::int8_t>(what); break;
+        case GgufValueType::kU16: integer = in.get<std::uint16_t>(what); break;
+        case GgufValueType::kI16: integer = in.get<std::int16_t>(what); break;
+        case GgufValueType::kU32: integer = in.get<std::uint32_t>(what); break;
+        case GgufValueType::kI32: integer = in.get<std::int32_t>(what); break;
+        case GgufValueType::kU64: {
+            const auto u = in.get<std::uint64_t>(what);
+            integer = u > static_cast<std::uint64_t>(INT64_MAX) ? INT64_MAX : static_cast<std::int64_t>(u);
+            break;
+        }
+        case GgufValueType::kI64: integer = in.get<std::int64_t>(what); break;
+        case GgufValueType::kBool: {
+            const auto b = in.get<std::uint8_t>(what);
+            if (b > 1) in.fail(what + ": bool value " + std::to_string(b) + " is neither 0 nor 1");
+            integer = b;
+            break;
+        }
+        case GgufValueType::kF32: real = in.get<float>(what); break;
+        case GgufValueType::kF64: real = in.get<double>(what); break;
+        default: in.fail(what + ": value type " + std::to_string(static_cast<std::uint32_t>(t)) + " is not a scalar");
+    }
+    if (t != GgufValueType::kF32 && t != GgufValueType::kF64) real = static_cast<double>(integer);
+}
+
+}  // namespace detail
+
+SPECDEC_INLINE void GgufFile::parse() {
+    detail::GgufCursor in{file_, 0, this, path_.string()};
+    const auto magic = in.get<std::uint32_t>("the magic");
+    if (magic != detail::kGgufMagic) {
+        char shown[5] = {};
+        std::memcpy(shown, &magic, 4);
+        for (char& ch : shown)
+            if (ch != '\0' && (ch < 32 || ch > 126)) ch = '?';
+        fail("magic is '" + std::string(shown, 4) + "', not 'GGUF' (not a GGUF file)");
+    }
+    version_ = in.get<std::uint32_t>("the version");
+    if (version_ != 2 && version_ != 3)
+        fail("version " + std::to_string(version_) + " is not supported (2 and 3 are; version 1 used 32-bit counts)");
+    const auto n_tensors = in.get<std::uint64_t>("the tensor count");
+    const auto n_kv = in.get<std::uint64_t>("the metadata count");
+    // Each metadata entry takes at least 12 bytes (empty key, type, 1-byte value), each tensor info 24.
+    if (n_kv > in.left() / 13) fail("metadata count " + std::to_string(n_kv) + " cannot fit the " + std::to_string(in.left()) + " bytes left");
+    if (n_tensors > in.left() / 24) fail("tensor count " + std::to_string(n_tensors) + " cannot fit the " + std::to_string(in.left()) + " bytes left");
+
+    std::set<std::string, std::less<>> keys;
+    metadata_.reserve(static_cast<std::size_t>(n_kv));
+    for (std::uint64_t i = 0; i < n_kv; ++i) {
+        std::string key = in.string("metadata entry " + std::to_string(i) + " key");
+        const std::string what = "metadata key '" + key + "'";
+        if (!keys.insert(key).second) fail(what + " appears twice");
+        GgufValue v;
+        const auto type = in.get<std::uint32_t>(what + " type");
+        if (type > static_cast<std::uint32_t>(GgufValueType::kF64)) fail(what + ": value type " + std::to_string(type) + " is unknown (0..12 are)");
+        v.type = static_cast<GgufValueType>(type);
+        if (v.type == GgufValueType::kString) {
+            v.string = in.string(what);
+        } else if (v.type == GgufValueType::kArray) {
+            const auto element = in.get<std::uint32_t>(what + " array element type");
+            if (element > static_cast<std::uint32_t>(GgufValueType::kF64))
+                fail(what + ": array element type " + std::to_string(element) + " is unknown (0..12 are)");
+            v.element = static_cast<GgufValueType>(element);
+            if (v.element == GgufValueType::kArray) fail(what + ": an array of arrays (not supported)");
+            const auto count = in.get<std::uint64_t>(what + " array count");
+            const std::size_t each = v.element == GgufValueType::kString ? 8 : detail::gguf_scalar_bytes(v.element);
+            if (count > in.left() / each)
+                fail(what + ": array of " + std::to_string(count) + " elements needs at least " +
+                     (count > UINT64_MAX / each ? std::string("2^64") : std::to_string(count * each)) + " bytes, the file has " +
+                     std::to_string(in.left()) + " left");
+            if (v.element == GgufValueType::kString) {
+                v.strings.reserve(static_cast<std::size_t>(count));
+                for (std::uint64_t j = 0; j < count; ++j) v.strings.push_back(in.string(what + "[" + std::to_string(j) + "]"));
+            } else {
+                v.numbers.resize(static_cast<std::size_t>(count));
+                std::int64_t integer = 0;
+                for (std::uint64_t j = 0; j < count; ++j)
+                    detail::gguf_scalar(in, v.element, what, integer, v.numbers[static_cast<std::size_t>(j)]);
+            }
+        } else {
+            detail::gguf_scalar(in, v.type, what, v.integer, v.real);
+        }
+        metadata_.emplace_back(std::move(key), std::move(v));
+    }
+    if (const GgufValue* a = find("general.alignment")) {
+        if (!a->is_integer() || a->integer <= 0 || (a->integer & (a->integer - 1)) != 0 || a->integer > (1 << 30))
+            fail("metadata key 'general.alignment' is " + (a->is_integer() ? std::to_string(a->integer) : std::string("not an integer")) +
+                 "; it must be a power of two");
+        alignment_ = static_cast<std::uint64_t>(a->integer);
+    }
+
+    std::set<std::string, std::less<>> names;
+    tensors_.reserve(static_cast<std::size_t>(n_tensors));
+    for (std::uint64_t i = 0; i < n_tensors; ++i) {
+        GgufTensorInfo t;
+        t.name = in.string("tensor info " + std::to_string(i) + " name");
+        const std::string what = "tensor '" + t.name + "'";
+        if (!names.insert(t.name).second) fail(what + " appears twice");
+        const auto n_dims = in.get<std::uint32_t>(what + " n_dims");
+        if (n_dims < 1 || n_dims > detail::kGgufMaxDims)
+            fail(what + ": n_dims " + std::to_string(n_dims) + " is outside 1.." + std::to_string(detail::kGgufMaxDims));
+        std::int64_t n = 1;
+        for (std::uint32_t d = 0; d < n_dims; ++d) {
+            const auto ne = in.get<std::uint64_t>(what + " ne[" + std::to_string(d) + "]");
+            if (ne > static_cast<std::uint64_t>(INT64_MAX) || (ne != 0 && n > INT64_MAX / static_cast<std::int64_t>(ne)))
+                fail(what + ": ne[" + std::to_string(d) + "] = " + std::to_string(ne) + " makes the element count overflow 64 bits");
+            n *= static_cast<std::int64_t>(ne);
+            t.dims.push_back(static_cast<std::int64_t>(ne));
+        }
+        t.type = in.get<std::uint32_t>(what + " type");
+        const detail::GgufTypeTraits traits = detail::gguf_type_traits(t.type);
+        if (traits.block == 0) fail(what + ": ggml type " + std::to_string(t.type) + " is unknown to specdec");
+        if (t.dims[0] % traits.block != 0)
+            fail(what + ": ne[0] = " + std::to_string(t.dims[0]) + " is not a multiple of the " + traits.name + " block of " +
+                 std::to_string(traits.block));
+        t.bytes = static_cast<std::uint64_t>(n / traits.block) * static_cast<std::uint64_t>(traits.bytes);  // n < 2^63, bytes/block <= 292
+        if (n / traits.block > INT64_MAX / traits.bytes) fail(what + ": its size in bytes overflows 64 bits");
+        t.offset = in.get<std::uint64_t>(what + " offset");
+        if (t.offset % alignment_ != 0)
+            fail(what + ": offset " + std::to_string(t.offset) + " is not a multiple of the alignment " + std::to_string(alignment_));
+        tensors_.push_back(std::move(t));
+    }
+    data_begin_ = (in.pos + alignment_ - 1) / alignment_ * alignment_;
+    const std::uint64_t data_size = data_begin_ <= file_.size() ? file_.size() - data_begin_ : 0;
+    for (const GgufTensorInfo& t : tensors_)
+        if (t.offset > data_size || t.bytes > data_size - t.offset)
+            fail("tensor '" + t.name + "': data [" + std::to_string(t.offset) + ", +" + std::to_string(t.bytes) +
+                 ") runs past the end of the data section (" + std::to_string(data_size) + " bytes, from offset " +
+                 std::to_string(data_begin_) + ")");
+}
+
+SPECDEC_INLINE GgufFile read_gguf_header(const std::filesystem::path& path) { return GgufFile::open(path); }
+
+// ---- the tokenizer -----------------------------------------------------------------------------------------
+
+namespace detail {
+
+inline std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+    std::string out;
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size();) {
+        if (s.compare(i, from.size(), from) == 0) {
+            out.append(to.data(), to.size());
+            i += from.size();
+        } else {
+            out.push_back(s[i++]);
+        }
+    }
+    return out;
+}
+
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // "▁", SentencePiece's space
+
+/// tokenizer.json's pre_tokenizer for GPT-2's regex (ByteLevel) or Llama-3's (Split, then ByteLevel).
+inline json::Value byte_level_pre_tokenizer_json(bool llama3) {
+    json::Object level;
+    level.insert("type", "ByteLevel");
+    level.insert("add_prefix_space", false);
+    level.insert("trim_offsets", true);
+    level.insert("use_regex", !llama3);
+    if (!llama3) return level;
+    json::Object pattern, split, seq;
+    pattern.insert("Regex", std::string(kLlama3Pattern));
+    split.insert("type", "Split");
+    split.insert("pattern", std::move(pattern));
+    split.insert("behavior", "Isolated");
+    split.insert("invert", false);
+    seq.insert("type", "Sequence");
+    seq.insert("pretokenizers", json::Array{json::Value(std::move(split)), json::Value(std::move(level))});
+    return seq;
+}
+
+}  // namespace detail
+
+SPECDEC_INLINE std::optional<GgufTokenizer> GgufTokenizer::from_gguf(const GgufFile& file) {
+    const GgufValue* model = file.find("tokenizer.ggml.model");
+    if (model == nullptr) return std::nullopt;
+    const std::string name = file.path().string();
+    const auto bad = [&](const std::string& key, const std::string& what) { detail::fail("gguf", name + ": metadata key '" + key + "' " + what); };
+    if (model->type != GgufValueType::kString) bad("tokenizer.ggml.model", "is not a string");
+    const GgufValue* tokens = file.find("tokenizer.ggml.tokens");
+    if (tokens == nullptr || !tokens->is_array() || tokens->element != GgufValueType::kString || tokens->strings.empty())
+        bad("tokenizer.ggml.tokens", "must be a non-empty array of strings");
+    const std::size_t n = tokens->strings.size();
+    if (n > static_cast<std::size_t>(INT32_MAX)) bad("tokenizer.ggml.tokens", "has more than 2^31 tokens");
+    const auto numbers = [&](const char* key, bool required) -> const std::vector<double>* {
+        const GgufValue* v = file.find(key);
+        if (v == nullptr) {
+            if (required) bad(key, "is missing");
+            return nullptr;
+        }
+        if (!v->is_array() || v->element == GgufValueType::kString || v->numbers.size() != n)
+            bad(key, "must be a numeric array of " + std::to_string(n) + " values (one per token)");
+        return &v->numbers;
+    };
+    const auto id = [&](const char* key, int fallback) {
+        const GgufValue* v = file.find(key);
+        if (v == nullptr) return fallback;
+        if (!v->is_integer() || v->integer < 0 || v->integer >= static_cast<std::int64_t>(n))
+            bad(key, "is " + (v->is_integer() ? std::to_string(v->integer) : std::string("not an integer")) +
+                         ", not a token id below " + std::to_string(n));
+        return static_cast<int>(v->integer);
+    };
+    const auto flag = [&](const char* key, bool fallback) {
+        const GgufValue* v = file.find(key);
+        if (v == nullptr) return fallback;
+        if (v->type != GgufValueType::kBool) bad(key, "is not a bool");
+        return v->integer != 0;
+    };
+
+    GgufTokenizer t;
+    t.types_.assign(n, 1);
+    if (const std::vector<double>* types = numbers("tokenizer.ggml.token_type", false))
+        for (std::size_t i = 0; i < n; ++i) t.types_[i] = static_cast<int>((*types)[i]);
+    const GgufValue* pre = file.find("tokenizer.ggml.pre");
+    if (pre != nullptr && pre->type != GgufValueType::kString) bad("tokenizer.ggml.pre", "is not a string");
+    t.pre_ = pre ? pre->string : "default";
+    if (flag("tokenizer.ggml.remove_extra_whitespaces", false))
+        bad("tokenizer.ggml.remove_extra_whitespaces", "is true (not supported)");
+
+    if (model->string == "llama") {
+        t.kind_ = Kind::kLlama;
+        if (!flag("tokenizer.ggml.add_space_prefix", true))
+            bad("tokenizer.ggml.add_space_prefix", "is false (specdec's SentencePiece encoder always adds the \" \" prefix)");
+        const std::vector<double>* scores = numbers("tokenizer.ggml.scores", true);
+        std::vector<std::string> spelled(n);
+        std::vector<float> s(n);
+        for (std::size_t i = 0; i < n; ++i) {
+            spelled[i] = detail::replace_all(tokens->strings[i], detail::kSpmSpace, " ");
+            s[i] = static_cast<float>((*scores)[i]);
+        }
+        // Byte fallback is by id in Llama2cTokenizer (byte b is token b + 3, as in every Llama vocab).
+        for (int b = 0; b < 256 && n >= 259; ++b)
+            if (spelled[static_cast<std::size_t>(b + 3)] != "<0x" + detail::hex_byte(static_cast<unsigned char>(b)).substr(2) + ">")
+                bad("tokenizer.ggml.tokens", "holds '" + tokens->strings[static_cast<std::size_t>(b + 3)] + "' at id " + std::to_string(b + 3) +
+                                                 ": specdec needs the byte tokens <0x00>..<0xFF> at ids 3..258");
+        t.spm_ = Llama2cTokenizer::from_vocab(std::move(spelled), std::move(s));
+        t.bos_ = id("tokenizer.ggml.bos_token_id", 1);
+        t.eos_ = id("tokenizer.ggml.eos_token_id", 2);
+        t.add_bos_ = flag("tokenizer.ggml.add_bos_token", true);
+    } else if (model->string == "gpt2") {
+        t.kind_ = Kind::kGpt2;
+        bool llama3 = false;
+        if (t.pre_ == "llama-bpe" || t.pre_ == "llama3" || t.pre_ == "llama-v3") llama3 = true;
+        else if (t.pre_ != "gpt-2")
+            bad("tokenizer.ggml.pre", "is '" + t.pre_ + "'; specdec runs \"gpt-2\" and \"llama-bpe\" (\"llama3\", \"llama-v3\") only");
+        const GgufValue* merges = file.find("tokenizer.ggml.merges");
+        if (merges == nullptr || !merges->is_array() || merges->element != GgufValueType::kString)
+            bad("tokenizer.ggml.merges", "must be an array of strings");
+        // Through the tokenizer.json reader: one implementation of byte-level BPE for both formats.
+        json::Object vocab;
+        json::Array added;
+        for (std::size_t i = 0; i < n; ++i) {
+            const int type = t.types_[i];
+            if (type == 3 || type == 4) {  // control, user-defined: added tokens
+                json::Object a;
+                a.insert("id", static_cast<std::int64_t>(i));
+                a.insert("content", tokens->strings[i]);
+                a.insert("special", type == 3);
+                added.push_back(std::move(a));
+            }
+            if (!vocab.insert(tokens->strings[i], static_cast<std::int64_t>(i)))
+                bad("tokenizer.ggml.tokens", "spells token " + std::to_string(i) + " '" + tokens->strings[i] + "' like an earlier one");
+        }
+        json::Array merge_list;  // "a b" strings, checked by the tokenizer.json reader
+        for (const std::string& m : merges->strings) merge_list.push_back(m);
+        json::Object bpe;
+        bpe.insert("type", "BPE");
+        bpe.insert("ignore_merges", llama3);  // llama.cpp: ignore_merges for Llama-3's pre-tokenizer
+        bpe.insert("vocab", std::move(vocab));
+        bpe.insert("merges", std::move(merge_list));
+        json::Object root;
+        root.insert("added_tokens", std::move(added));
+        root.insert("pre_tokenizer", detail::byte_level_pre_tokenizer_json(llama3));
+        root.insert("model", std::move(bpe));
+        t.bpe_ = Tokenizer::from_json(json::dump(json::Value(std::move(root))), name);
+        t.bos_ = id("tokenizer.ggml.bos_token_id", -1);
+        t.eos_ = id("tokenizer.ggml.eos_token_id", -1);
+        t.add_bos_ = flag("tokenizer.ggml.add_bos_token", llama3);
+    } else {
+        bad("tokenizer.ggml.model", "is '" + model->string + "'; specdec reads \"gpt2\" (byte-level BPE) and \"llama\" (SentencePiece)");
+    }
+    t.add_eos_ = flag("tokenizer.ggml.add_eos_token", false);
+    if (t.add_bos_ && t.bos_ < 0) bad("tokenizer.ggml.bos_token_id", "is missing while add_bos_token is true");
+    if (t.add_eos_ && t.eos_ < 0) bad("tokenizer.ggml.eos_token_id", "is missing while add_eos_token is true");
+    return t;
+}
+
+SPECDEC_INLINE GgufTokenizer::GgufTokenizer(Tokenizer t) : kind_(Kind::kGpt2) {
+    detail::require(t.kind() == TokenizerKind::kByteLevel, "gguf", [] {
+        return std::string("a SentencePiece-style tokenizer.json cannot be written as GGUF (its \"llama\" tokenizer "
+                           "holds scores, not merges); byte-level tokenizers and llama2.c's can");
+    });
+    const json::Value root = json::parse(t.to_json(), "tokenizer");
+    // Llama-3's regex is a Split in a Sequence; GPT-2's is ByteLevel's own or such a Split (later files).
+    const json::Value* pre = root.find("pre_tokenizer");
+    const json::Value* list = pre != nullptr && pre->is_object() ? pre->find("pretokenizers") : nullptr;
+    const json::Value* pattern = list != nullptr && list->is_array() && !list->as_array().empty()
+                                     ? list->as_array()[0].find("pattern") : nullptr;
+    const json::Value* regex = pattern != nullptr && pattern->is_object() ? pattern->find("Regex") : nullptr;
+    const bool llama3 = regex != nullptr && regex->is_string() && regex->as_string() == detail::kLlama3Pattern;
+    pre_ = llama3 ? "llama-bpe" : "gpt-2";
+    const json::Value* ignore = root.at("model").find("ignore_merges");
+    detail::require((ignore != nullptr && ignore->is_bool() && ignore->as_bool()) == llama3, "gguf", [&] {
+        return std::string("tokenizer: ignore_merges is ") + (llama3 ? "false" : "true") + " with the " +
+               (llama3 ? "Llama-3" : "GPT-2") + " pre-tokenizer, which llama.cpp's \"" + pre_ + "\" cannot express";
+    });
+    types_.assign(static_cast<std::size_t>(t.vocab_size()), 1);
+    for (const json::Value& a : root.at("added_tokens").as_array()) {
+        const json::Value* special = a.find("special");
+        types_[static_cast<std::size_t>(a.at("id").as_int())] = special == nullptr || special->as_bool() ? 3 : 4;
+    }
+    if (const std::optional<int> b = t.bos_id()) {
+        bos_ = *b;
+        add_bos_ = true;
+    }
+    for (int id = 0; id < t.vocab_size(); ++id)
+        if (t.is_special(id)) {
+            eos_ = t.eos_id();
+            break;
+        }
+    bpe_ = std::move(t);
+}
+
+SPECDEC_INLINE GgufTokenizer::GgufTokenizer(Llama2cTokenizer t) : kind_(Kind::kLlama) {
+    types_.assign(static_cast<std::size_t>(t.vocab_size()), 1);
+    for (int id = 0; id < t.vocab_size(); ++id) {
+        const std::string& s = t.token(id);
+        if (id == 0 && s == "<unk>") types_[0] = 2;
+        else if (id == Llama2cTokenizer::kBos || id == Llama2cTokenizer::kEos) types_[static_cast<std::size_t>(id)] = 3;
+        else if (s.size() == 6 && s.starts_with("<0x") && s.back() == '>') types_[static_cast<std::size_t>(id)] = 6;
+    }
+    bos_ = t.vocab_size() > Llama2cTokenizer::kBos ? Llama2cTokenizer::kBos : -1;
+    eos_ = t.vocab_size() > Llama2cTokenizer::kEos ? Llama2cTokenizer::kEos : -1;
+    add_bos_ = bos_ >= 0;
+    spm_ = std::move(t);
+}
+
+SPECDEC_INLINE int GgufTokenizer::vocab_size() const { return bpe_ ? bpe_->vocab_size() : spm_->vocab_size(); }
+
+SPECDEC_INLINE std::vector<int> GgufTokenizer::encode(std::string_view text, bool add_special) const {
+    std::vector<int> ids;
+    if (add_special && add_bos_) ids.push_back(bos_);
+    // llama.cpp's SentencePiece session sees spaces as "▁", so a "▁" in the text is a space too.
+    const std::vector<int> body = bpe_ ? bpe_->encode(text)
+                                       : spm_->encode(detail::replace_all(text, detail::kSpmSpace, " "), false, false);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (add_special && add_eos_) ids.push_back(eos_);
+    return ids;
+}
+
+SPECDEC_INLINE std::string GgufTokenizer::decode(std::span<const int> ids) const {
+    std::vector<int> kept;
+    kept.reserve(ids.size());
+    for (int id : ids) {
+        detail::require(id >= 0 && id < vocab_size(), "gguf", [&] {
+            return "decode: token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")";
+        });
+        if (types_[static_cast<std::size_t>(id)] != 3) kept.push_back(id);
+    }
+    if (bpe_) return bpe_->decode(kept);
+    std::string out;
+    for (int id : kept) out += spm_->piece(-1, id);
+    if (!out.empty() && out[0] == ' ') out.erase(0, 1);  // SentencePiece drops the " " prefix it added
+    return out;
+}
+
+// ---- the model ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+/// llama.cpp's name of the HF tensor `hf` (for_each_tensor's names).
+inline std::string gguf_tensor_name(const std::string& hf) {
+    if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+    if (hf == "model.norm.weight") return "output_norm.weight";
+    if (hf == "lm_head.weight") return "output.weight";
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kLayer = {{
+        {"input_layernorm.weight", "attn_norm.weight"},  {"self_attn.q_proj.weight", "attn_q.weight"},
+        {"self_attn.k_proj.weight", "attn_k.weight"},    {"self_attn.v_proj.weight", "attn_v.weight"},
+        {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"},     {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"},
+    }};
+    const std::size_t dot = hf.find('.', 13);  // "model.layers.N."
+    const std::string layer = hf.substr(13, dot - 13), rest = hf.substr(dot + 1);
+    for (const auto& [from, to] : kLayer)
+        if (rest == from) return "blk." + layer + "." + std::string(to);
+    fail("gguf", "no GGUF name for tensor '" + hf + "'");
+}
+
+/// Whether `name` is a tensor of llama.cpp's "llama" architecture with `layers` blocks.
+inline bool gguf_llama_tensor(std::string_view name, int layers) {
+    if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return true;
+    if (!name.starts_with("blk.")) return false;
+    name.remove_prefix(4);
+    std::int64_t layer = 0;
+    std::size_t digits = 0;
+    while (digits < name.size() && digits < 10 && name[digits] >= '0' && name[digits] <= '9') layer = layer * 10 + (name[digits++] - '0');
+    if (digits == 0 || layer >= layers || (digits > 1 && name[0] == '0')) return false;
+    name.remove_prefix(digits);
+    for (std::string_view s : {".attn_norm.weight", ".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
+                               ".ffn_norm.weight", ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"})
+        if (name == s) return true;
+    return false;
+}
+
+/// The heads whose q or k rows llama.cpp permutes for RoPE (0 for other tensors).
+inline int gguf_rope_heads(const std::string& hf, const Config& c) {
+    if (hf.ends_with("q_proj.weight")) return c.num_attention_heads;
+    if (hf.ends_with("k_proj.weight")) return c.num_key_value_heads;
+    return 0;
+}
+
+}  // namespace detail
+
+SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
+    const GgufFile f = GgufFile::open(path);
+    const std::string file = path.string();
+    const auto bad = [&](const std::string& key, const std::string& what) { detail::fail("gguf", file + ": metadata key '" + key + "' " + what); };
+    const GgufValue* arch = f.find("general.architecture");
+    if (arch == nullptr || arch->type != GgufValueType::kString) bad("general.architecture", "is missing or not a string");
+    if (arch->string != "llama")
+        bad("general.architecture", "is '" + arch->string + "'; specdec loads \"llama\" (Llama, Mistral, TinyLlama, SmolLM, ...)");
+    const auto integer = [&](const std::string& key, std::optional<std::int64_t> fallback) -> int {
+        const GgufValue* v = f.find(key);
+        if (v == nullptr) {
+            if (!fallback) bad(key, "is missing");
+            return static_cast<int>(*fallback);
+        }
+        if (!v->is_integer()) bad(key, v->is_array() ? "is an array (per-layer values are not supported)" : "is not an integer");
+        if (v->integer <= 0 || v->integer > INT32_MAX) bad(key, "is " + std::to_string(v->integer) + ", outside 1..2^31-1");
+        return static_cast<int>(v->integer);
+    };
+    const auto real = [&](const std::string& key, std::optional<double> fallback) -> float {
+        const GgufValue* v = f.find(key);
+        if (v == nullptr) {
+            if (!fallback) bad(key, "is missing");
+            return static_cast<float>(*fallback);
+        }
+        if (!v->is_float()) bad(key, "is not a float");
+        return static_cast<float>(v->real);
+    };
+    Config c;
+    c.hidden_size = integer("llama.embedding_length", std::nullopt);
+    c.intermediate_size = integer("llama.feed_forward_length", std::nullopt);
+    c.num_hidden_layers = integer("llama.block_count", std::nullopt);
+    c.num_attention_heads = integer("llama.attention.head_count", std::nullopt);
+    c.num_key_value_heads = integer("llama.attention.head_count_kv", c.num_attention_heads);
+    c.max_position_embeddings = integer("llama.context_length", std::nullopt);
+    c.rms_norm_eps = real("llama.attention.layer_norm_rms_epsilon", std::nullopt);
+    c.rope_theta = real("llama.rope.freq_base", 10000.0);
+    const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
+    const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
+    const std::int64_t fallback_vocab = tokens && tokens->is_array() ? static_cast<std::int64_t>(tokens->size())
+                                        : embd && embd->dims.size() >= 2 ? embd->dims[1] : 0;
+    c.vocab_size = integer("llama.vocab_size", fallback_vocab > 0 ? std::optional<std::int64_t>(fallback_vocab) : std::nullopt);
+    // What specdec's Llama cannot compute is refused by name.
+    if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0) {
+        const int hd = c.hidden_size / c.num_attention_heads;
+        for (const char* key : {"llama.rope.dimension_count", "llama.attention.key_length", "llama.attention.value_length"})
+            if (f.find(key) != nullptr && integer(key, std::nullopt) != hd)
+                bad(key, "is " + std::to_string(integer(key, std::nullopt)) + "; specdec needs embedding_length / head_count = " +
+                             std::to_string(hd) + " (a partial rotary or separate head size is not supported)");
+    }
+    if (const GgufValue* v = f.find("llama.rope.scaling.type"); v != nullptr && !(v->type == GgufValueType::kString && v->string == "none"))
+        bad("llama.rope.scaling.type", "is " + (v->type == GgufValueType::kString ? "'" + v->string + "'" : std::string("set")) +
+                                           "; RoPE scaling is not supported yet");
+    if (const GgufValue* v = f.find("llama.rope.scaling.factor"); v != nullptr && !(v->is_float() && (v->real == 1.0 || v->real == 0.0)))
+        bad("llama.rope.scaling.factor", "is set; RoPE scaling is not supported yet");
+    if (const GgufValue* v = f.find("llama.expert_count"); v != nullptr && !(v->is_integer() && v->integer == 0))
+        bad("llama.expert_count", "is set; mixture-of-experts models are not supported");
+    c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
+    try {
+        c.validate();
+    } catch (const error& e) {
+        detail::fail("gguf", file + ": the llama.* metadata gives an unusable shape: " + std::string(e.what()));
+    }
+
+    // The file must hold exactly the tensors of this shape: count them before anything is allocated per layer.
+    const std::int64_t expected = 9 * std::int64_t{c.num_hidden_layers} + 2 + (c.tie_word_embeddings ? 0 : 1);
+    for (const GgufTensorInfo& t : f.tensors())
+        if (!detail::gguf_llama_tensor(t.name, c.num_hidden_layers))
+            detail::fail("gguf", file + ": tensor '" + t.name + "' is not one of a Llama's that specdec runs (token_embd, blk.N." +
+                                     "{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down} for N < block_count " +
+                                     std::to_string(c.num_hidden_layers) + ", output_norm, output)");
+    detail::require(static_cast<std::int64_t>(f.tensors().size()) == expected, "gguf", [&] {
+        return file + ": holds " + std::to_string(f.tensors().size()) + " tensors; llama.block_count " +
+               std::to_string(c.num_hidden_layers) + " needs " + std::to_string(expected) +
+               (c.tie_word_embeddings ? " (no output.weight: the head is tied to token_embd)" : "");
+    });
+
+    GgufModel m;
+    m.config = c;
+    m.weights.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+    for_each_tensor(m.weights, c, [&](const std::string& hf, std::vector<float>& dst, std::size_t n) {
+        const std::string name = detail::gguf_tensor_name(hf);
+        const GgufTensorInfo* t = f.find_tensor(name);
+        detail::require(t != nullptr, "gguf", [&] { return file + ": tensor '" + name + "' is missing"; });
+        std::vector<std::int64_t> want = detail::hf_shape(hf, c);
+        std::reverse(want.begin(), want.end());  // ggml's ne: columns first
+        std::vector<std::int64_t> dims = t->dims;
+        while (dims.size() > want.size() && dims.back() == 1) dims.pop_back();
+        detail::require(dims == want, "gguf", [&] {
+            return file + ": tensor '" + name + "' has ne " + detail::shape_string(t->dims) + "; the llama.* metadata needs " +
+                   detail::shape_string(want);
+        });
+        const detail::GgufTypeTraits traits = detail::gguf_type_traits(t->type);
+        const auto type = static_cast<GgufType>(t->type);
+        detail::require(type == GgufType::kF32 || type == GgufType::kF16 || type == GgufType::kBF16 || type == GgufType::kQ8_0 ||
+                            type == GgufType::kQ4_0 || type == GgufType::kQ4_K || type == GgufType::kQ6_K,
+                        "gguf", [&] {
+                            return file + ": tensor '" + name + "' has type " + traits.name + " (ggml type " + std::to_string(t->type) +
+                                   "), which specdec cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)";
+                        });
+        dst.resize(n);
+        // One pass per value, split over threads for large tensors: converting a 1.1B bf16 file is then
+        // bound by memory, not by one core. Each part checks its values are finite.
+        const std::int64_t total = static_cast<std::int64_t>(n), block = traits.block;
+        const unsigned parts = total >= (std::int64_t{1} << 20) ? std::clamp(std::thread::hardware_concurrency(), 1u, 8u) : 1u;
+        const std::int64_t step = (total / block + parts - 1) / parts * block;
+        std::vector<std::int64_t> first_bad(parts, total);
+        const auto convert = [&](unsigned part) {
+            const std::int64_t begin = std::min<std::int64_t>(total, part * step), end = std::min<std::int64_t>(total, begin + step);
+            if (begin == end) return;
+            const std::span<const std::byte> bytes = f.data(*t).subspan(static_cast<std::size_t>(begin / block * traits.bytes));
+            detail::gguf_dequantize(t->type, bytes, dst.data() + begin, end - begin);
+            for (std::int64_t i = begin; i < end; ++i)
+                if (!std::isfinite(dst[static_cast<std::size_t>(i)])) {
+                    first_bad[part] = i;
+                    break;
+                }
+        };
+        std::vector<std::thread> threads;
+        for (unsigned part = 1; part < parts; ++part) threads.emplace_back(convert, part);
+        convert(0);  // the type was checked above: the parts cannot throw
+        for (std::thread& th : threads) th.join();
+        const std::int64_t bad = *std::min_element(first_bad.begin(), first_bad.end());
+        detail::require(bad == total, "gguf", [&] {
+            return file + ": tensor '" + name + "' holds " + (std::isnan(dst[static_cast<std::size_t>(bad)]) ? "NaN" : "Inf") +
+                   " at element " + std::to_string(bad);
+        });
+        if (const int heads = detail::gguf_rope_heads(hf, c); heads > 0) detail::permute_rope_rows(dst, heads, c.hidden_size, /*to_hf=*/true);
+    });
+    m.tokenizer = GgufTokenizer::from_gguf(f);
+    if (m.tokenizer)
+        detail::require(m.tokenizer->vocab_size() <= c.vocab_size, "gguf", [&] {
+            return file + ": tokenizer.ggml.tokens holds " + std::to_string(m.tokenizer->vocab_size()) +
+                   " tokens, more than the model's vocab_size " + std::to_string(c.vocab_size);
+        });
+    return m;
+}
+
+// ---- writing -----------------------------------------------------------------------------------------------
+
+namespace detail {
+
+/// Appends GGUF's little-endian encodings to a byte buffer (the header is built in memory, then written).
+struct GgufWriter {
+    std::string bytes;
+    template <class T>
+    void put(T v) {
+        bytes.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    }
+    void str(std::string_view s) {
+        put<std::uint64_t>(s.size());
+        bytes.append(s);
+    }
+    void key(std::string_view k, GgufValueType t) {
+        str(k);
+        put(static_cast<std::uint32_t>(t));
+    }
+    void u32(std::string_view k, std::uint32_t v) { key(k, GgufValueType::kU32), put(v); }
+    void f32(std::string_view k, float v) { key(k, GgufValueType::kF32), put(v); }
+    void boolean(std::string_view k, bool v) { key(k, GgufValueType::kBool), put<std::uint8_t>(v ? 1 : 0); }
+    void string(std::string_view k, std::string_view v) { key(k, GgufValueType::kString), str(v); }
+    void strings(std::string_view k, const std::vector<std::string>& v) {
+        key(k, GgufValueType::kArray);
+        put(static_cast<std::uint32_t>(GgufValueType::kString));
+        put<std::uint64_t>(v.size());
+        for (const std::string& s : v) str(s);
+    }
+    template <class T>
+    void array(std::string_view k, GgufValueType element, const std::vector<T>& v) {
+        key(k, GgufValueType::kArray);
+        put(static_cast<std::uint32_t>(element));
+        put<std::uint64_t>(v.size());
+        for (T x : v) put(x);
+    }
+};
+
+}  // namespace detail
+
+SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c, const Weights& w,
+                              const GgufTokenizer* tokenizer, GgufSaveType type) {
+    const std::string file = path.string();
+    c.validate();
+    validate(w, c);
+    constexpr std::uint64_t kAlign = 32;
+    // The metadata. Counts are written first: build the entries, then the header around them.
+    detail::GgufWriter kv;
+    std::uint64_t n_kv = 0;
+    const auto count = [&](auto&& write) { write(), ++n_kv; };
+    count([&] { kv.string("general.architecture", "llama"); });
+    count([&] { kv.string("general.name", "specdec"); });
+    count([&] { kv.u32("general.alignment", kAlign); });
+    static constexpr std::uint32_t kFileType[] = {0, 1, 32, 7};  // llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_BF16, MOSTLY_Q8_0
+    count([&] { kv.u32("general.file_type", kFileType[static_cast<int>(type)]); });
+    if (type == GgufSaveType::kQ8_0) count([&] { kv.u32("general.quantization_version", 2); });
+    count([&] { kv.u32("llama.context_length", static_cast<std::uint32_t>(c.max_position_embeddings)); });
+    count([&] { kv.u32("llama.embedding_length", static_cast<std::uint32_t>(c.hidden_size)); });
+    count([&] { kv.u32("llama.block_count", static_cast<std::uint32_t>(c.num_hidden_layers)); });
+    count([&] { kv.u32("llama.feed_forward_length", static_cast<std::uint32_t>(c.intermediate_size)); });
+    count([&] { kv.u32("llama.attention.head_count", static_cast<std::uint32_t>(c.num_attention_heads)); });
+    count([&] { kv.u32("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.num_key_value_heads)); });
+    count([&] { kv.f32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps); });
+    count([&] { kv.f32("llama.rope.freq_base", c.rope_theta); });
+    count([&] { kv.u32("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim())); });
+    count([&] { kv.u32("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size)); });
+    if (tokenizer != nullptr) {
+        const GgufTokenizer& t = *tokenizer;
+        detail::require(t.vocab_size() <= c.vocab_size, "gguf", [&] {
+            return file + ": the tokenizer has " + std::to_string(t.vocab_size()) + " tokens, more than the model's vocab_size " +
+                   std::to_string(c.vocab_size);
+        });
+        std::vector<std::string> tokens(static_cast<std::size_t>(t.vocab_size()));
+        std::vector<std::int32_t> types(t.token_types().begin(), t.token_types().end());
+        if (const Llama2cTokenizer* spm = t.spm()) {
+            std::vector<float> scores(tokens.size());
+            for (int id = 0; id < spm->vocab_size(); ++id) {
+                tokens[static_cast<std::size_t>(id)] = detail::replace_all(spm->token(id), " ", detail::kSpmSpace);
+                scores[static_cast<std::size_t>(id)] = spm->score(id);
+            }
+            count([&] { kv.string("tokenizer.ggml.model", "llama"); });
+            count([&] { kv.string("tokenizer.ggml.pre", "default"); });
+            count([&] { kv.strings("tokenizer.ggml.tokens", tokens); });
+            count([&] { kv.array("tokenizer.ggml.scores", GgufValueType::kF32, scores); });
+        } else {
+            // The vocab keys and merges as tokenizer.json spells them: GPT-2's byte alphabet, added tokens by content.
+            const json::Value root = json::parse(t.bpe()->to_json(), "tokenizer");
+            const json::Value& model = root.at("model");
+            for (const json::Member& m : model.at("vocab").as_object()) tokens[static_cast<std::size_t>(m.value.as_int())] = m.key;
+            std::vector<std::string> merges;
+            for (const json::Value& m : model.at("merges").as_array())
+                merges.push_back(m.is_string() ? m.as_string() : m.as_array()[0].as_string() + " " + m.as_array()[1].as_string());
+            count([&] { kv.string("tokenizer.ggml.model", "gpt2"); });
+            count([&] { kv.string("tokenizer.ggml.pre", t.pre()); });
+            count([&] { kv.strings("tokenizer.ggml.tokens", tokens); });
+            count([&] { kv.strings("tokenizer.ggml.merges", merges); });
+        }
+        count([&] { kv.array("tokenizer.ggml.token_type", GgufValueType::kI32, types); });
+        if (t.bos_id() >= 0) count([&] { kv.u32("tokenizer.ggml.bos_token_id", static_cast<std::uint32_t>(t.bos_id())); });
+        if (t.eos_id() >= 0) count([&] { kv.u32("tokenizer.ggml.eos_token_id", static_cast<std::uint32_t>(t.eos_id())); });
+        count([&] { kv.boolean("tokenizer.ggml.add_bos_token", t.add_bos()); });
+        count([&] { kv.boolean("tokenizer.ggml.add_eos_token", false); });
+    }
+
+    // Tensor infos: llama.cpp's names and ne order, offsets aligned.
+    struct Planned {
+        std::string hf, name;
+        const std::vector<float>* src;
+        std::vector<std::int64_t> ne;
+        GgufType type;
+        std::uint64_t offset, bytes;
+    };
+    std::vector<Planned> plan;
+    std::uint64_t offset = 0;
+    for_each_tensor(w, c, [&](const std::string& hf, const std::vector<float>& t, std::size_t) {
+        std::vector<std::int64_t> ne = detail::hf_shape(hf, c);
+        std::reverse(ne.begin(), ne.end());
+        GgufType tt = GgufType::kF32;
+        if (ne.size() == 2) {  // matrices; norms stay F32
+            static constexpr GgufType kType[] = {GgufType::kF32, GgufType::kF16, GgufType::kBF16, GgufType::kQ8_0};
+            tt = kType[static_cast<int>(type)];
+            if (tt == GgufType::kQ8_0 && ne[0] % detail::kQK != 0) tt = GgufType::kF16;
+        }
+        const detail::GgufTypeTraits traits = detail::gguf_type_traits(static_cast<std::uint32_t>(tt));
+        const std::uint64_t bytes = t.size() / static_cast<std::uint64_t>(traits.block) * static_cast<std::uint64_t>(traits.bytes);
+        plan.push_back({hf, detail::gguf_tensor_name(hf), &t, std::move(ne), tt, offset, bytes});
+        offset += (bytes + kAlign - 1) / kAlign * kAlign;
+    });
+    detail::GgufWriter head;
+    head.put(detail::kGgufMagic);
+    head.put<std::uint32_t>(3);
+    head.put<std::uint64_t>(plan.size());
+    head.put<std::uint64_t>(n_kv);
+    head.bytes += kv.bytes;
+    for (const Planned& p : plan) {
+        head.str(p.name);
+        head.put(static_cast<std::uint32_t>(p.ne.size()));
+        for (std::int64_t d : p.ne) head.put(static_cast<std::uint64_t>(d));
+        head.put(static_cast<std::uint32_t>(p.type));
+        head.put(p.offset);
+    }
+    head.bytes.resize((head.bytes.size() + kAlign - 1) / kAlign * kAlign, '\0');
+
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    detail::require(static_cast<bool>(out), "gguf", [&] { return file + ": cannot write"; });
+    out.write(head.bytes.data(), static_cast<std::streamsize>(head.bytes.size()));
+    std::vector<float> permuted;
+    std::vector<std::byte> encoded;
+    for (const Planned& p : plan) {
+        std::span<const float> x(*p.src);
+        if (const int heads = detail::gguf_rope_heads(p.hf, c); heads > 0) {
+            permuted = *p.src;
+            detail::permute_rope_rows(permuted, heads, c.hidden_size, /*to_hf=*/false);
+            x = permuted;
+        }
+        encoded.resize(static_cast<std::size_t>((p.bytes + kAlign - 1) / kAlign * kAlign));
+        std::fill(encoded.begin() + static_cast<std::ptrdiff_t>(p.bytes), encoded.end(), std::byte{0});
+        std::byte* dst = encoded.data();
+        switch (p.type) {
+            case GgufType::kF32: std::memcpy(dst, x.data(), x.size() * 4); break;
+            case GgufType::kF16:
+                for (std::size_t i = 0; i < x.size(); ++i) {
+                    const std::uint16_t h = detail::float_to_half(x[i]);
+                    std::memcpy(dst + 2 * i, &h, 2);
+                }
+                break;
+            case GgufType::kBF16:
+                for (std::size_t i = 0; i < x.size(); ++i) {
+                    const bf16 b = to_bf16(x[i]);
+                    std::memcpy(dst + 2 * i, &b.bits, 2);
+                }
+                break;
+            default: {
+                std::vector<std::byte> q;
+                detail::quantize_q8_0(x, q);
+                std::memcpy(dst, q.data(), q.size());
+            }
+        }
+        out.write(reinterpret_cast<const char*>(encoded.data()), static_cast<std::streamsize>(encoded.size()));
+    }
+    out.flush();
+    detail::require(out.good(), "gguf", [&] { return file + ": writing failed"; });
+}
+
+#endif  // SPECDEC_BODIES
+
+}  // namespace specdec
