@@ -41,7 +41,7 @@ inline const std::vector<Flag>& generate_flags() {
         {"top-p", "P", "nucleus sampling mass, in (0, 1] (default 1 = off)"},
         {"top-k", "K", "keep the K most likely tokens (default 0 = off)"},
         {"seed", "S", "seed of every random draw (default 0)"},
-        {"gamma", "G", "drafts per step: sd, cs's top level (default 4), glide, edd (default 5)"},
+        {"gamma", "G", "drafts per step: sd (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, 3 Max-Gram)"},
         {"k-config", "LIST", "tree: children per node at each depth (default 2,2,1)"},
         {"draw", "HOW", "tree: topk (default) | with_replacement | without_replacement"},
         {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json beside the drafter's folder)"},
@@ -112,6 +112,8 @@ inline bench::MethodSpec method_spec(const Args& args, const std::string& method
     }
     for (const char* flag : {"k-config", "draw"})
         if (args.has(flag) && m.kind != MethodKind::kTree) throw UsageError(std::string("option '--") + flag + "' applies to --method tree");
+    if (args.has("gamma") && m.kind != MethodKind::kChain && m.kind != MethodKind::kExpanded && m.kind != MethodKind::kCascade)
+        throw UsageError("option '--gamma' applies to --method sd, cs, glide and edd");
     if (args.has("bigram") && m.kind != MethodKind::kCascade) throw UsageError("option '--bigram' applies to --method cs");
     return m;
 }

@@ -71,7 +71,7 @@ int run(int argc, char** argv) {
             }
             return c.run(args);
         } catch (const UsageError& e) {
-            std::fprintf(stderr, "specdec %s: %s\n\n%s", c.name, e.what(), c.usage().c_str());
+            std::fprintf(stderr, "specdec %s: %s\n(`specdec %s --help` lists the options)\n", c.name, e.what(), c.name);
             return 2;
         }
     }
