@@ -37,6 +37,8 @@ inline ModelFormat format_of(const fs::path& p, bool for_writing = false) {
     const std::string ext = p.extension().string();
     if (ext == ".gguf") return ModelFormat::kGguf;
     if (ext == ".bin" && !fs::is_directory(p)) return ModelFormat::kLlama2c;
+    if (fs::is_directory(p) && !for_writing && !fs::exists(p / "config.json"))
+        detail::fail("cli", p.string() + ": a folder without config.json, so not an HF model folder");
     if (fs::is_directory(p) || for_writing) return ModelFormat::kHfFolder;
     if (!fs::exists(p)) detail::fail("cli", p.string() + ": no such file or folder");
     detail::fail("cli", p.string() + ": not a model: expected an HF folder (config.json, model.safetensors), "

@@ -115,6 +115,7 @@ elseif(CASE STREQUAL "errors")
     run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
     expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
     foreach(args "inspect;models/no_such_model"
+                 "inspect;models"
                  "inspect;README.md"
                  "generate;--target;models/target;--prompt;x;--max-new-tokens;600"
                  "generate;--target;models/target;--draft;models/glide;--method;edd;--prompt;x")

@@ -3,6 +3,7 @@
 // stream prints whole UTF-8 characters only, however tokens split them.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "catch.hpp"
@@ -59,6 +60,8 @@ TEST_CASE("a path's format follows its kind, and GGUF is refused naming the file
     const fs::path dir = fs::temp_directory_path() / "specdec_test_command_formats";
     fs::remove_all(dir);
     fs::create_directories(dir / "folder.bin");
+    CHECK_THROWS_WITH(cli::format_of(dir / "folder.bin"), Catch::Contains("without config.json"));
+    std::ofstream(dir / "folder.bin" / "config.json") << "{}";
     CHECK(cli::format_of(dir / "folder.bin") == cli::ModelFormat::kHfFolder);  // a folder, whatever its name
     CHECK(cli::format_of(dir / "new.bin", true) == cli::ModelFormat::kLlama2c);
     CHECK(cli::format_of(dir / "new", true) == cli::ModelFormat::kHfFolder);
