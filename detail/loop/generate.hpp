@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ struct GenerateOptions {
     Sampling sampling{};       // applied to target and draft rows alike; temperature 0 = greedy
     std::uint64_t seed = 0;    // keys every random draw (counter-based: same seed, same draws)
     int eos_token = -1;        // stop after emitting this token; -1 = never
+    /// Called after each step with the tokens it added to the output (in order; their concatenation over
+    /// the steps is Generation::tokens), the first `n_drafts` of which were accepted drafts and the rest
+    /// (at most one) the target's own token. For streaming; its time is outside the step's timings.
+    /// Empty = not called.
+    std::function<void(std::span<const int> tokens, int n_drafts)> on_step{};
 };
 
 /// One target forward and what it yielded.
@@ -242,6 +248,8 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         rec.t_accept = seconds(t2, t3);
         rec.t_commit = seconds(t3, t4);
         out.steps.push_back(rec);
+        if (opts.on_step)
+            opts.on_step(std::span<const int>(out.tokens).last(keep), std::min(keep, rec.n_accepted));
         if (keep > 0 && out.tokens.back() == opts.eos_token) break;
     }
     return out;

@@ -116,6 +116,35 @@ TEST_CASE("per-step records add up to the output", "[generate][metrics]") {
     CHECK(per_pos[1] >= per_pos[2]);
 }
 
+TEST_CASE("on_step sees exactly the generated tokens, in order, with the accepted drafts counted", "[generate]") {
+    Pair m(7, 0.15f);
+    const std::vector<int> prompt{4, 5, 6};
+    ModelProposer proposer(m.draft);
+    Chain builder{.gamma = 4};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const int n = GENERATE(1, 9, 37);  // cut inside a step's accepted drafts, and not
+    std::vector<int> seen, drafts_per_step;
+    std::vector<int> depths;
+    GenerateOptions opts{.max_new_tokens = n};
+    opts.on_step = [&](std::span<const int> tokens, int n_drafts) {
+        REQUIRE(n_drafts >= 0);
+        REQUIRE(n_drafts <= static_cast<int>(tokens.size()));
+        for (std::size_t i = 0; i < tokens.size(); ++i) depths.push_back(static_cast<int>(i) < n_drafts ? 1 : 0);
+        seen.insert(seen.end(), tokens.begin(), tokens.end());
+        drafts_per_step.push_back(n_drafts);
+    };
+    const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+    CHECK(seen == g.tokens);
+    REQUIRE(drafts_per_step.size() == g.steps.size());
+    int accepted = 0;
+    for (int d : drafts_per_step) accepted += d;
+    if (n > 1) CHECK(accepted > 0);  // drafts were accepted (n = 1 leaves no room for one): not vacuous
+    REQUIRE(depths.size() == g.token_depth.size());
+    for (std::size_t i = 0; i < depths.size(); ++i) CHECK(depths[i] == (g.token_depth[i] > 0 ? 1 : 0));
+    CHECK(autoregressive_generate(m.target, prompt, GenerateOptions{.max_new_tokens = n}).tokens == seen);
+}
+
 // ---- concepts: archetypes that model exactly what the concept asks ------------------------------------
 
 namespace {

@@ -1,0 +1,222 @@
+// examples/bench/compose.hpp — a MethodSpec (methods.hpp) as a composition of policies, run once.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The benchmark (specdec_bench) and the specdec command share this: both load a target and drafters
+// into Models, then run_method composes the method's proposer, tree builder, verifier and acceptor and
+// decodes one prompt. GenerateOptions pass through unchanged (on_step streams a run as it goes).
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench_results.hpp"
+#include "methods.hpp"
+#include "specdec.hpp"
+
+namespace specdec::bench {
+
+// ---- models ------------------------------------------------------------------------------------------
+/// Parameters read per forward: every layer matrix and the LM head (the embedding is gathered, not read).
+inline long matrix_params(const Config& c) {
+    const long D = c.hidden_size, F = c.intermediate_size, q = long(c.num_attention_heads) * c.head_dim();
+    return c.num_hidden_layers * (q * D + 2L * c.kv_dim() * D + D * q + 3 * F * D) + long(c.vocab_size) * D;
+}
+
+struct Models {
+    std::unique_ptr<CpuModel> target;
+    std::map<std::string, std::unique_ptr<CpuModel>> drafters;               // Llama drafters
+    std::map<std::string, std::unique_ptr<GlideModel<CpuModel>>> glides;     // GLIDE drafters (read the target's KV)
+    std::map<std::string, std::unique_ptr<CpuModel>> edds;                   // EDD drafters (read the target's states)
+    std::map<std::string, int> edd_layers;                                    // the state each EDD drafter reads
+    std::map<std::string, std::unique_ptr<FeatureDrafter>> features;         // EAGLE / FSPAD drafters (read the target's features)
+    std::map<std::string, double> cost_ratios;                                // s_d/s_t per drafter, when a PCT needs it
+    std::unique_ptr<Bigram> bigram;                                           // Max-Gram's table, when a cascade needs it
+    std::vector<ModelInfo> info;  // target first
+
+    /// The folder name of a drafter model object (for per-model call counts).
+    const ModelInfo& info_of(const void* model) const {
+        for (const auto& [name, m] : drafters)
+            if (m.get() == model) return find(name);
+        for (const auto& [name, m] : glides)
+            if (m.get() == model) return find(name);
+        for (const auto& [name, m] : edds)
+            if (m.get() == model) return find(name);
+        for (const auto& [name, m] : features)
+            if (&m->model == model) return find(name);
+        detail::fail("bench", "a proposer reported calls of a model the harness did not load");
+    }
+    const ModelInfo& find(const std::string& name) const {
+        for (const ModelInfo& i : info)
+            if (i.name == name) return i;
+        detail::fail("bench", "no model named '" + name + "' loaded");
+    }
+};
+
+/// Names of the model folders a method reads (Max-Gram excluded).
+inline std::vector<std::string> drafter_names(const MethodSpec& m) {
+    std::vector<std::string> out;
+    if (!m.drafter.empty()) out.push_back(m.drafter);
+    for (const std::string& d : m.drafters)
+        if (d != kMaxGramName) out.push_back(d);
+    return out;
+}
+
+// ---- the methods: each a composition of policies -------------------------------------------------------
+
+/// One generation and what each drafter model spent on it.
+struct Run {
+    Generation g;
+    std::vector<DrafterUsage> usage;
+};
+
+/// The acceptor for a method's tree: greedy match at T = 0; at T > 0 speculative sampling for a chain
+/// of sampled drafts (Leviathan et al. 2023, Alg. 1), multi-draft sampling for sampled siblings
+/// (SpecInfer, MCSD), sample-and-match for deterministic siblings (which MultiDraftSampling refuses:
+/// q is not their law).
+enum class TreeKind { kChain, kSampledTree, kDeterministicTree };
+
+template <class P, class B>
+Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<const int> prompt, const GenerateOptions& opts) {
+    TreeVerifier verifier;
+    const auto go = [&](auto acceptor) {
+        Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
+        std::vector<DrafterUsage> usage;
+        if constexpr (requires { proposer.usage(); }) usage = proposer.usage();
+        return Run{std::move(g), std::move(usage)};
+    };
+    if (opts.sampling.greedy()) return go(GreedyMatch{});
+    switch (kind) {
+        case TreeKind::kChain: return go(SpeculativeSampling{});
+        case TreeKind::kSampledTree: return go(MultiDraftSampling{});
+        case TreeKind::kDeterministicTree: break;
+    }
+    return go(SampleAndMatch{});
+}
+
+/// Calls f with a proposer over the named drafter model, whichever kind it is: a model drafting on its
+/// own (ModelProposer over a Llama or GLIDE), EDD's fed the target's states, or EAGLE's / FSPAD's fed
+/// its features.
+template <class F>
+Run with_proposer(Models& models, const std::string& name, F&& f) {
+    if (auto it = models.edds.find(name); it != models.edds.end()) {
+        EddProposer proposer(*models.target, *it->second, models.edd_layers.at(name));
+        return f(proposer);
+    }
+    if (auto it = models.features.find(name); it != models.features.end()) {
+        FeatureProposer proposer(*models.target, *it->second);
+        return f(proposer);
+    }
+    if (auto it = models.glides.find(name); it != models.glides.end()) {
+        ModelProposer proposer(*it->second);
+        return f(proposer);
+    }
+    ModelProposer proposer(*models.drafters.at(name));
+    return f(proposer);
+}
+
+/// The drafter model object behind a name (for timing its forward).
+template <class F>
+auto with_model(Models& models, const std::string& name, F&& f) {
+    if (auto it = models.edds.find(name); it != models.edds.end()) return f(*it->second);
+    if (auto it = models.features.find(name); it != models.features.end()) return f(it->second->model);
+    if (auto it = models.glides.find(name); it != models.glides.end()) return f(*it->second);
+    return f(*models.drafters.at(name));
+}
+
+/// PCT's threshold s_d/s_t (edd-pct.txt Eq. 5): the method's own, or measured once per drafter on
+/// the machine at hand (one-token forwards at a 64-token context, medians of 21).
+inline float pct_threshold(const MethodSpec& m, Models& models) {
+    if (m.pct.expand_threshold > 0.0f) return m.pct.expand_threshold;
+    auto it = models.cost_ratios.find(m.drafter);
+    if (it == models.cost_ratios.end()) {
+        const double r = with_model(models, m.drafter, [&](auto& d) { return measure_forward_costs(*models.target, d).ratio(); });
+        it = models.cost_ratios.emplace(m.drafter, std::clamp(r, 1e-6, 1.0)).first;
+        std::fprintf(stderr, "PCT: s_d/s_t = %.4f for drafter %s, measured on this machine\n", it->second, m.drafter.c_str());
+    }
+    return static_cast<float>(it->second);
+}
+
+/// CS Drafting (Chen et al. 2024, Algorithm 1) from the K-matrix: row r holds the budgets of drafters
+/// r..n-1 in the call where drafter r-1 reviews (row 0: the target). Max-Gram proposes 10 tokens per
+/// call (App. B); lenience applies only where a neural drafter reviews another (App. B).
+inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+    const KMatrix K{m.k_matrix};
+    MaxGram mag(*models.bigram);
+    CpuModel& d1 = *models.drafters.at(m.drafters[0]);
+    const auto top_level = [&](auto& top) {
+        if (m.children > 0)
+            return run_with(*models.target, top, ExpandedChain{.gamma = K.row_sum(0), .sizes = m.sizes, .max_drafts = m.max_drafts},
+                            TreeKind::kDeterministicTree, prompt, opts);
+        return run_with(*models.target, top, Chain{.gamma = K.row_sum(0)}, TreeKind::kChain, prompt, opts);
+    };
+    if (m.drafters.size() == 2) {  // target <- d1 <- Max-Gram
+        Review l1(d1, mag, {.budget = K.k[1][1]});
+        Horizontal top(K.row(0), l1, mag);
+        return top_level(top);
+    }
+    CpuModel& d2 = *models.drafters.at(m.drafters[1]);  // target <- d1 <- d2 <- Max-Gram
+    Review l2(d2, mag, {.budget = K.k[2][2]});
+    Horizontal below_d1(K.row(1), l2, mag);
+    Review l1(d1, below_d1, {.budget = K.row_sum(1), .lenience = {m.lenience}});
+    Horizontal top(K.row(0), l1, l2, mag);
+    return top_level(top);
+}
+
+inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+    switch (m.kind) {
+        case MethodKind::kAutoregressive: return {autoregressive_generate(*models.target, prompt, opts), {}};
+        case MethodKind::kChain:  // vanilla SD, GLIDE
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);
+            });
+        case MethodKind::kTree:
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, KAryTree{.k_config = m.k_config, .draw = m.draw},
+                                m.draw == DrawPolicy::kTopK ? TreeKind::kDeterministicTree : TreeKind::kSampledTree, prompt, opts);
+            });
+        case MethodKind::kExpanded:  // CAPE and its fixed-size ablation
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer,
+                                ExpandedChain{.gamma = m.gamma, .sizes = m.sizes, .max_drafts = m.max_drafts},
+                                TreeKind::kDeterministicTree, prompt, opts);
+            });
+        case MethodKind::kCascade: return run_cascade(m, models, prompt, opts);
+        case MethodKind::kPct: {  // EDD's pruned candidate tree
+            PrunedCandidateTree pct = m.pct;
+            pct.expand_threshold = pct_threshold(m, models);
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, pct, TreeKind::kDeterministicTree, prompt, opts);
+            });
+        }
+        case MethodKind::kEagle2:
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, m.eagle2, TreeKind::kDeterministicTree, prompt, opts);
+            });
+        case MethodKind::kTargetInit:  // improved MCSD: lossy at T > 0, opted in by the entry's allow_lossy
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                if constexpr (ScoresNodes<std::remove_reference_t<decltype(proposer)>>) {
+                    TreeVerifier verifier;
+                    TargetInitialisedTree builder{.n_seeds = m.seeds, .k_config = m.k_config};
+                    LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
+                    Generation g = speculative_generate(*models.target, proposer, builder, verifier, acceptor, prompt, opts);
+                    return Run{std::move(g), proposer.usage()};
+                } else {
+                    detail::fail("bench", "method '" + m.name + "': target_initialised needs a drafter that scores nodes");
+                    return Run{};
+                }
+            });
+        case MethodKind::kFork:
+            return with_proposer(models, m.drafter, [&](auto& proposer) {
+                return run_with(*models.target, proposer, DynamicFork<>{.width = m.width, .max_depth = m.max_depth},
+                                TreeKind::kSampledTree, prompt, opts);
+            });
+    }
+    detail::fail("bench", "unhandled method kind");
+}
+
+}  // namespace specdec::bench

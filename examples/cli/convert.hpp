@@ -1,0 +1,65 @@
+// examples/cli/convert.hpp — `specdec convert IN OUT`: one model format to another.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Loads IN with load_model and writes it with save_model (model_files.hpp), so every pair of formats
+// those two know converts. The weights pass through float32: converting to f32 is exact; to bf16 each
+// weight is rounded to nearest even. llama2.c's .bin holds float32 only, and its header fixes
+// rope_theta 10000 and rms_norm_eps 1e-5 (save_llama2c refuses a config it cannot express).
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "args.hpp"
+#include "model_files.hpp"
+#include "specdec.hpp"
+
+namespace specdec::cli {
+
+inline const std::vector<Flag>& convert_flags() {
+    static const std::vector<Flag> flags{
+        {"dtype", "f32|bf16", "weights of the output (default f32; a llama2.c .bin is always f32)"},
+        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json in the folder, tokenizer.bin beside a .bin)"},
+        {"force", "", "overwrite OUT if it exists"},
+    };
+    return flags;
+}
+
+inline std::string convert_usage() {
+    return usage_text("specdec convert IN OUT [--dtype f32|bf16] [--force]",
+                      "Converts a model: a llama2.c .bin to an HF folder (config.json, model.safetensors, with the\n"
+                      "tokenizer.bin beside), or an HF folder to a llama2.c .bin (run.c's version 0). The kind of OUT\n"
+                      "follows its name: *.bin is llama2.c, *.gguf is GGUF (not in this build), anything else a folder.",
+                      convert_flags());
+}
+
+inline int run_convert(const Args& args) {
+    if (args.positional().size() != 2)
+        throw UsageError("expected IN and OUT, got " + std::to_string(args.positional().size()) + " paths");
+    const fs::path in = args.positional()[0], out = args.positional()[1];
+    const std::string dtype_text = args.text("dtype", "f32");
+    if (dtype_text != "f32" && dtype_text != "bf16") throw UsageError("option '--dtype': '" + dtype_text + "'; known: f32, bf16");
+    const SaveFormat dtype = dtype_text == "bf16" ? SaveFormat::kBF16 : SaveFormat::kF32;
+    const ModelFormat to = format_of(out, true);
+    // Checked before loading: a mistake here should not cost a large model's load.
+    if (fs::exists(out) && !args.has("force"))
+        detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
+    if (to == ModelFormat::kLlama2c && dtype != SaveFormat::kF32)
+        detail::fail("cli", out.string() + ": llama2.c's run.c reads float32 .bin files only (--dtype f32)");
+    if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
+        detail::fail("cli", out.string() + ": is the input itself");
+    const LoadedModel m = load_model(in, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});
+    if (m.format == to && to != ModelFormat::kHfFolder)
+        detail::fail("cli", in.string() + " and " + out.string() + " are both " + format_name(to) + ": nothing to convert");
+    const std::string wrote = save_model(m, out, to, dtype);
+    std::printf("%s (%s) -> %s (%s, %s): wrote %s\n", in.string().c_str(), format_name(m.format), out.string().c_str(),
+                format_name(to), dtype_text.c_str(), wrote.c_str());
+    if (to == ModelFormat::kLlama2c && m.tokenizer_path.extension() == ".json")
+        std::printf("note: %s is HF's tokenizer.json; llama2.c's run.c needs a tokenizer.bin, which this does not write\n",
+                    m.tokenizer_path.string().c_str());
+    return 0;
+}
+
+}  // namespace specdec::cli

@@ -1,0 +1,291 @@
+// examples/cli/generate.hpp — `specdec generate`: one prompt, streamed as the target accepts it.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// The method flag names a composition of the benchmark's (examples/bench/methods.hpp: a MethodSpec,
+// composed and run by compose.hpp's run_method), so the command runs exactly what specdec_bench
+// measures. Acceptors as there: GreedyMatch at temperature 0; at T > 0 SpeculativeSampling for a
+// chain, MultiDraftSampling for sampled siblings, SampleAndMatch for deterministic ones — all lossless.
+// Text streams through GenerateOptions::on_step (one call per target forward) into a TextStream; the
+// summary (tau, tok/s, speedup against the target alone on the same prompt and length) goes to
+// stderr, so stdout holds the text only.
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "../bench/compose.hpp"
+#include "../bench/methods.hpp"
+#include "args.hpp"
+#include "model_files.hpp"
+#include "specdec.hpp"
+#include "text_stream.hpp"
+
+namespace specdec::cli {
+
+inline const std::vector<Flag>& generate_flags() {
+    static const std::vector<Flag> flags{
+        {"target", "PATH", "the target model: an HF folder, a llama2.c .bin or a .gguf (required)"},
+        {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE or EDD drafter), a .bin or a .gguf"},
+        {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 (default: sd with --draft, else ar)"},
+        {"prompt", "TEXT", "the text to continue (required)"},
+        {"max-new-tokens", "N", "new tokens to generate (default 64)"},
+        {"temperature", "T", "0 = greedy (default); > 0 samples, losslessly"},
+        {"top-p", "P", "nucleus sampling mass, in (0, 1] (default 1 = off)"},
+        {"top-k", "K", "keep the K most likely tokens (default 0 = off)"},
+        {"seed", "S", "seed of every random draw (default 0)"},
+        {"gamma", "G", "drafts per step: sd (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, 3 Max-Gram)"},
+        {"k-config", "LIST", "tree: children per node at each depth (default 2,2,1)"},
+        {"draw", "HOW", "tree: topk (default) | with_replacement | without_replacement"},
+        {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json beside the drafter's folder)"},
+        {"tokenizer", "PATH", "the target's tokenizer (default: tokenizer.json in its folder, tokenizer.bin beside a .bin)"},
+        {"draft-tokenizer", "PATH", "the drafter's tokenizer, if it is not in the usual place"},
+        {"threads", "N", "threads of the model's matrix products (default 1; 0 = every core)"},
+        {"color", "WHEN", "colour accepted drafts: auto (default: on a terminal) | always | never"},
+        {"no-baseline", "", "skip the plain autoregressive run that gives the speedup"},
+        {"ignore-eos", "", "do not stop at the end-of-text token"},
+    };
+    return flags;
+}
+
+inline std::string generate_usage() {
+    return usage_text(
+        "specdec generate --target PATH [--draft PATH] [--method NAME] --prompt TEXT [options]",
+        "Continues TEXT with the target model, drafting with --draft, and streams the text as it is accepted:\n"
+        "accepted draft tokens are coloured on a terminal, plain when piped. Then, on stderr: tau (tokens per\n"
+        "target forward), tokens/s, and the speedup over the target decoding alone (same prompt, same length).\n"
+        "Methods: ar (the target alone), sd (a chain of drafts; Leviathan et al. 2023), tree (a k-ary token tree),\n"
+        "cs (CS Drafting: the drafter reviewing Max-Gram), glide (a GLIDE drafter with CAPE), edd (an EDD drafter,\n"
+        "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree).",
+        generate_flags());
+}
+
+namespace generating {
+
+/// The method flag as the benchmark's MethodSpec; the drafter is named "draft" in Models.
+inline bench::MethodSpec method_spec(const Args& args, const std::string& method) {
+    using bench::MethodKind;
+    bench::MethodSpec m;
+    m.name = method;
+    m.drafter = "draft";
+    const int gamma_default = (method == "glide" || method == "edd") ? 5 : 4;
+    const int gamma = static_cast<int>(args.integer("gamma", gamma_default, 1, bench::kMaxGamma));
+    if (method == "ar") {
+        m.kind = MethodKind::kAutoregressive;
+        m.drafter.clear();
+    } else if (method == "sd" || method == "edd") {
+        m.kind = MethodKind::kChain;
+        m.gamma = gamma;
+    } else if (method == "tree") {
+        m.kind = MethodKind::kTree;
+        m.k_config = args.integers("k-config", {2, 2, 1}, 1, 64);
+        const std::string draw = args.text("draw", "topk");
+        if (draw == "topk") m.draw = DrawPolicy::kTopK;
+        else if (draw == "with_replacement") m.draw = DrawPolicy::kSampleWithReplacement;
+        else if (draw == "without_replacement") m.draw = DrawPolicy::kSampleWithoutReplacement;
+        else throw UsageError("option '--draw': '" + draw + "'; known: topk, with_replacement, without_replacement");
+        if (bench::draft_nodes(m) > bench::kMaxTreeNodes)
+            throw UsageError("option '--k-config': the tree has more than " + std::to_string(bench::kMaxTreeNodes) + " nodes");
+    } else if (method == "cs") {  // CS Drafting's best two-level cascade on the shipped models: K [[2,3],[0,10]]
+        m.kind = MethodKind::kCascade;
+        m.drafter.clear();
+        m.drafters = {"draft", bench::kMaxGramName};
+        m.k_matrix = {{args.has("gamma") ? gamma - 3 : 2, 3}, {0, 10}};
+        if (m.k_matrix[0][0] < 1) throw UsageError("option '--gamma': cs drafts gamma - 3 from the drafter and 3 from Max-Gram: gamma >= 4");
+    } else if (method == "glide") {  // GLIDE + CAPE (GLIDE §4.2): 7/5/3/1 extra candidates as confidence falls
+        m.kind = MethodKind::kExpanded;
+        m.gamma = gamma;
+    } else if (method == "pct") {  // EDD's PCT with s_d/s_t measured on this machine (expand_threshold 0)
+        m.kind = MethodKind::kPct;
+        m.pct.expand_threshold = 0.0f;
+    } else if (method == "eagle2") {
+        m.kind = MethodKind::kEagle2;
+    } else {
+        throw UsageError("option '--method': '" + method + "'; known: ar, sd, tree, cs, glide, edd, pct, eagle2");
+    }
+    for (const char* flag : {"k-config", "draw"})
+        if (args.has(flag) && m.kind != MethodKind::kTree) throw UsageError(std::string("option '--") + flag + "' applies to --method tree");
+    if (args.has("gamma") && m.kind != MethodKind::kChain && m.kind != MethodKind::kExpanded && m.kind != MethodKind::kCascade)
+        throw UsageError("option '--gamma' applies to --method sd, cs, glide and edd");
+    if (args.has("bigram") && m.kind != MethodKind::kCascade) throw UsageError("option '--bigram' applies to --method cs");
+    return m;
+}
+
+/// "llama", "glide" or "edd": what a drafter folder's config.json says it is (as specdec_bench reads it).
+inline std::string drafter_kind(const fs::path& path) {
+    if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return "llama";
+    const json::Value cfg = json::parse(detail::read_text_file(path / "config.json", "cli"), (path / "config.json").string());
+    const json::Value* type = cfg.is_object() ? cfg.find("model_type") : nullptr;
+    if (type != nullptr && type->is_string() && type->as_string() == "edd") return "edd";
+    if (cfg.is_object() && cfg.find("glide_cross_attention") != nullptr) return "glide";
+    return "llama";
+}
+
+/// Refuses a drafter whose vocabulary is not the target's: the sizes, then, where both tokenizers are
+/// at hand, token by token (the first differing id named). Ids would otherwise mean different text.
+inline void check_vocabularies(const LoadedModel& target, const Config& draft_config, const fs::path& draft_path,
+                               const Vocab& draft_vocab, const fs::path& draft_tokenizer) {
+    const int vt = target.checkpoint.config.vocab_size, vd = draft_config.vocab_size;
+    detail::require(vt == vd, "cli", [&] {
+        return "the drafter " + draft_path.string() + " has vocab_size " + std::to_string(vd) + ", the target " +
+               target.path.string() + " has " + std::to_string(vt) + ": a drafter must share the target's vocabulary";
+    });
+    if (!target.vocab.present() || !draft_vocab.present()) return;
+    const std::optional<int> diff = Vocab::first_difference(target.vocab, draft_vocab);
+    detail::require(target.vocab.size() == draft_vocab.size() && !diff, "cli", [&] {
+        std::string s = "the drafter's tokenizer " + draft_tokenizer.string() + " (" + std::to_string(draft_vocab.size()) +
+                        " tokens) is not the target's " + target.tokenizer_path.string() + " (" +
+                        std::to_string(target.vocab.size()) + " tokens)";
+        if (diff)
+            s += ": token " + std::to_string(*diff) + " is " + json::dump(json::Value(target.vocab.spelling(*diff))) +
+                 " for the target and " + json::dump(json::Value(draft_vocab.spelling(*diff))) + " for the drafter";
+        return s + "; a drafter must share the target's vocabulary";
+    });
+}
+
+inline bool use_color(const std::string& when) {
+    if (when == "always") return true;
+    if (when == "never") return false;
+    if (when != "auto") throw UsageError("option '--color': '" + when + "'; known: auto, always, never");
+    const char* term = std::getenv("TERM");
+    return isatty(fileno(stdout)) && std::getenv("NO_COLOR") == nullptr && !(term && std::string(term) == "dumb");
+}
+
+}  // namespace generating
+
+inline int run_generate(const Args& args) {
+    using namespace generating;
+    using clock = std::chrono::steady_clock;
+    if (!args.positional().empty()) throw UsageError("unexpected argument '" + args.positional()[0] + "' (the prompt goes after --prompt)");
+    const fs::path target_path = args.need("target");
+    const std::string prompt_text = args.need("prompt");
+    const std::string method = args.text("method", args.has("draft") ? "sd" : "ar");
+    const bench::MethodSpec spec = method_spec(args, method);
+    const bool needs_draft = spec.kind != bench::MethodKind::kAutoregressive;
+    if (needs_draft && !args.has("draft")) throw UsageError("--method " + method + " needs a drafter: --draft PATH");
+    if (!needs_draft && args.has("draft")) throw UsageError("--method ar decodes with the target alone: drop --draft, or choose a method");
+    const bool color = use_color(args.text("color", "auto"));
+
+    GenerateOptions opts;
+    opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 0, 1 << 20));
+    opts.sampling.temperature = static_cast<float>(args.number("temperature", 0.0, 0.0, 1e6));
+    opts.sampling.top_p = static_cast<float>(args.number("top-p", 1.0, 1e-9, 1.0));
+    opts.sampling.top_k = static_cast<int>(args.integer("top-k", 0, 0, 1 << 30));
+    opts.seed = args.unsigned64("seed", 0);
+    ThreadPool pool(static_cast<int>(args.integer("threads", 1, 0, 1024)));
+
+    // ---- the models ------------------------------------------------------------------------------------
+    LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});
+    detail::require(target.vocab.present(), "cli", [&] {
+        return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH";
+    });
+    const long widest = bench::draft_nodes(spec);  // the drafter's scratch holds a catch-up chain before the tree
+    const ModelOptions model_opts{.max_tree_nodes = static_cast<int>(std::max(256L, 2 * widest + 8)), .pool = &pool};
+    bench::Models models;
+    models.info.push_back({"target", target.checkpoint.config, bench::matrix_params(target.checkpoint.config)});
+    models.target = std::make_unique<CpuModel>(target.checkpoint.config, std::move(target.checkpoint.weights), model_opts);
+    if (needs_draft) {
+        const fs::path draft_path = args.text("draft");
+        const std::string kind = drafter_kind(draft_path);
+        if (method == "glide" && kind != "glide")
+            detail::fail("cli", draft_path.string() + ": --method glide needs a GLIDE drafter (a folder whose config.json has "
+                                                      "glide_cross_attention), this one is " + (kind == "edd" ? "an EDD drafter" : "a Llama"));
+        if (method == "edd" && kind != "edd")
+            detail::fail("cli", draft_path.string() + ": --method edd needs an EDD drafter (model_type \"edd\" in config.json)");
+        if (method == "cs" && kind != "llama")
+            detail::fail("cli", draft_path.string() + ": --method cs reviews with a plain Llama drafter, this is a " + kind + " drafter");
+        const fs::path draft_tok_arg = args.has("draft-tokenizer") ? fs::path(args.text("draft-tokenizer")) : fs::path{};
+        Config draft_config;
+        if (kind == "edd") {
+            EddCheckpoint e = load_edd_checkpoint(draft_path);
+            check_edd_pair(e.config, e.target_layer, models.target->config());
+            draft_config = e.config;
+            models.edd_layers["draft"] = e.target_layer;
+            models.edds["draft"] = std::make_unique<CpuModel>(e.config, std::move(e.weights), model_opts);
+        } else if (kind == "glide") {
+            GlideCheckpoint g = load_glide_checkpoint(draft_path);
+            draft_config = g.config.draft;
+            models.glides["draft"] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *models.target, model_opts);
+        } else {
+            LoadedModel d = load_model(draft_path, draft_tok_arg);
+            draft_config = d.checkpoint.config;
+            check_vocabularies(target, draft_config, draft_path, d.vocab, d.tokenizer_path);
+            models.drafters["draft"] = std::make_unique<CpuModel>(d.checkpoint.config, std::move(d.checkpoint.weights), model_opts);
+        }
+        if (kind != "llama") {  // GLIDE and EDD folders are HF folders: their tokenizer is in the usual place
+            const fs::path tok = draft_tok_arg.empty() ? default_tokenizer(draft_path, ModelFormat::kHfFolder) : draft_tok_arg;
+            check_vocabularies(target, draft_config, draft_path, tok.empty() ? Vocab{} : load_vocab(tok), tok);
+        }
+        models.info.push_back({"draft", draft_config, bench::matrix_params(draft_config)});
+        if (spec.kind == bench::MethodKind::kCascade) {
+            const fs::path bigram = args.has("bigram") ? fs::path(args.text("bigram"))
+                                  : fs::exists(draft_path / "bigram.json") ? draft_path / "bigram.json"
+                                                                           : draft_path.parent_path() / "bigram.json";
+            models.bigram = std::make_unique<Bigram>(Bigram::load(bigram, models.target->vocab_size()));
+        }
+    }
+
+    // ---- the prompt, the run, streamed -------------------------------------------------------------------
+    const std::vector<int> prompt = target.vocab.encode_prompt(prompt_text);
+    detail::require(!prompt.empty(), "cli", [] { return std::string("the prompt is empty: give some text with --prompt"); });
+    if (!args.has("ignore-eos"))
+        if (const std::optional<int> eos = target.vocab.eos()) opts.eos_token = *eos;
+    if (spec.kind == bench::MethodKind::kPct) bench::pct_threshold(spec, models);  // measured before the timed run
+
+    TextStream stream(stdout, color);
+    stream.add(prompt_text, false);
+    int prev = prompt.back();
+    double t_streaming = 0;  // printing is not decoding: left out of tok/s
+    opts.on_step = [&](std::span<const int> tokens, int n_drafts) {
+        const auto t0 = clock::now();
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            stream.add(target.vocab.piece(prev, tokens[i]), static_cast<int>(i) < n_drafts);
+            prev = tokens[i];
+        }
+        t_streaming += std::chrono::duration<double>(clock::now() - t0).count();
+    };
+    const auto end_line = [&] {  // the text ends its line, whatever happens next
+        stream.finish();
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+    };
+    const auto t0 = clock::now();
+    bench::Run run;
+    try {
+        run = bench::run_method(spec, models, prompt, opts);
+    } catch (...) {
+        end_line();
+        throw;
+    }
+    const double seconds = std::chrono::duration<double>(clock::now() - t0).count() - t_streaming;
+    end_line();
+
+    // ---- the summary -------------------------------------------------------------------------------------
+    const Generation& g = run.g;
+    const double tok_s = seconds > 0 ? g.tokens.size() / seconds : 0.0;
+    std::fprintf(stderr, "%s: %zu tokens in %d target forwards, tau %.2f, %.1f tok/s", method.c_str(), g.tokens.size(),
+                 g.n_target_calls(), g.tau(), tok_s);
+    if (needs_draft && !args.has("no-baseline")) {
+        GenerateOptions plain_opts = opts;
+        plain_opts.on_step = nullptr;
+        const auto b0 = clock::now();
+        const Generation plain = autoregressive_generate(*models.target, prompt, plain_opts);
+        const double b_seconds = std::chrono::duration<double>(clock::now() - b0).count();
+        const double b_tok_s = b_seconds > 0 ? plain.tokens.size() / b_seconds : 0.0;
+        std::fprintf(stderr, "; autoregressive %.1f tok/s: speedup %.2fx", b_tok_s, b_tok_s > 0 ? tok_s / b_tok_s : 0.0);
+        if (opts.sampling.greedy())
+            std::fprintf(stderr, "; %s", plain.tokens == g.tokens ? "identical to autoregressive greedy decoding"
+                                                                   : "DIFFERS from autoregressive greedy decoding");
+    }
+    std::fprintf(stderr, "\n");
+    return 0;
+}
+
+}  // namespace specdec::cli

@@ -1,0 +1,139 @@
+// examples/cli/model_files.hpp — a path on the command line as a model: which format, loading, saving.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// Every subcommand reaches model files through the three functions here, so a format is added in one
+// place: format_of (the path's kind), load_model (path -> Config, Weights and tokenizer) and save_model.
+// The formats:
+//   an HF folder   config.json + model.safetensors (+ tokenizer.json; a tokenizer.bin there is read
+//                  when there is no tokenizer.json, as `convert` leaves one beside a llama2.c model)
+//   a llama2.c .bin (load_llama2c); its tokenizer is tokenizer.bin beside it unless --tokenizer says
+//   a .gguf        not in this build: the GGUF cases below are where its loader and writer plug in
+
+#include <filesystem>
+#include <string>
+
+#include "specdec.hpp"
+#include "vocab.hpp"
+
+namespace specdec::cli {
+
+namespace fs = std::filesystem;
+
+enum class ModelFormat { kHfFolder, kLlama2c, kGguf };
+
+inline const char* format_name(ModelFormat f) {
+    switch (f) {
+        case ModelFormat::kHfFolder: return "HF folder";
+        case ModelFormat::kLlama2c: return "llama2.c .bin";
+        case ModelFormat::kGguf: return "GGUF";
+    }
+    return "?";
+}
+
+/// The format a path names: a folder is an HF folder, then by extension. `for_writing`: the path need
+/// not exist (a new folder is any path without .bin or .gguf).
+inline ModelFormat format_of(const fs::path& p, bool for_writing = false) {
+    const std::string ext = p.extension().string();
+    if (ext == ".gguf") return ModelFormat::kGguf;
+    if (ext == ".bin" && !fs::is_directory(p)) return ModelFormat::kLlama2c;
+    if (fs::is_directory(p) && !for_writing && !fs::exists(p / "config.json"))
+        detail::fail("cli", p.string() + ": a folder without config.json, so not an HF model folder");
+    if (fs::is_directory(p) || for_writing) return ModelFormat::kHfFolder;
+    if (!fs::exists(p)) detail::fail("cli", p.string() + ": no such file or folder");
+    detail::fail("cli", p.string() + ": not a model: expected an HF folder (config.json, model.safetensors), "
+                                     "a llama2.c .bin or a .gguf file");
+}
+
+/// One model as the command holds it.
+struct LoadedModel {
+    fs::path path;
+    ModelFormat format = ModelFormat::kHfFolder;
+    Checkpoint checkpoint;
+    Vocab vocab;               // absent when the model came without a tokenizer
+    fs::path tokenizer_path;   // where the vocab was read ("" when absent)
+};
+
+/// The tokenizer a model path implies: `explicit_path` if given, else the format's usual file.
+inline fs::path default_tokenizer(const fs::path& model, ModelFormat format) {
+    switch (format) {
+        case ModelFormat::kHfFolder:
+            if (fs::exists(model / "tokenizer.json")) return model / "tokenizer.json";
+            if (fs::exists(model / "tokenizer.bin")) return model / "tokenizer.bin";
+            return {};
+        case ModelFormat::kLlama2c: {
+            const fs::path beside = model.parent_path() / "tokenizer.bin";
+            return fs::exists(beside) ? beside : fs::path{};
+        }
+        case ModelFormat::kGguf: return {};  // a GGUF file holds its tokenizer
+    }
+    return {};
+}
+
+/// Reads a tokenizer by its file name: tokenizer.json (HF) or a llama2.c tokenizer.bin.
+inline Vocab load_vocab(const fs::path& path) {
+    if (path.extension() == ".json") return Vocab(Tokenizer::load(path));
+    if (path.extension() == ".bin") return Vocab(Llama2cTokenizer::load(path));
+    detail::fail("cli", path.string() + ": not a tokenizer: expected tokenizer.json (HF) or a llama2.c tokenizer.bin");
+}
+
+/// Loads a model of any format with its tokenizer (`tokenizer` overrides the default file; empty = default).
+inline LoadedModel load_model(const fs::path& path, const fs::path& tokenizer = {}) {
+    LoadedModel m;
+    m.path = path;
+    m.format = format_of(path);
+    switch (m.format) {
+        case ModelFormat::kHfFolder: m.checkpoint = load_checkpoint(path); break;
+        case ModelFormat::kLlama2c: m.checkpoint = load_llama2c(path); break;
+        case ModelFormat::kGguf:
+            // GGUF: load the file's Config, Weights and tokenizer here (and skip the tokenizer file below).
+            detail::fail("cli", path.string() + ": GGUF is not supported by this build of specdec "
+                                                "(convert it to an HF folder with a build that reads GGUF)");
+    }
+    m.tokenizer_path = tokenizer.empty() ? default_tokenizer(path, m.format) : tokenizer;
+    if (!m.tokenizer_path.empty()) m.vocab = load_vocab(m.tokenizer_path);
+    return m;
+}
+
+/// Writes `m` in `format` at `out`: an HF folder (config.json + model.safetensors in `dtype`), or a
+/// llama2.c .bin (version 0, run.c's, float32 only). Returns what was written, for the message.
+inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFormat format, SaveFormat dtype) {
+    const Config& c = m.checkpoint.config;
+    const Weights& w = m.checkpoint.weights;
+    switch (format) {
+        case ModelFormat::kHfFolder: {
+            save_checkpoint(out, c, w, dtype);
+            std::string wrote = (out / "config.json").string() + ", " + (out / "model.safetensors").string();
+            // The tokenizer travels as it is: tokenizer.json stays HF's; a llama2.c tokenizer.bin is kept
+            // beside (load_model reads it from the folder when there is no tokenizer.json).
+            if (!m.tokenizer_path.empty()) {
+                const fs::path dst = out / (m.tokenizer_path.extension() == ".json" ? "tokenizer.json" : "tokenizer.bin");
+                if (fs::absolute(dst) != fs::absolute(m.tokenizer_path))
+                    fs::copy_file(m.tokenizer_path, dst, fs::copy_options::overwrite_existing);
+                wrote += ", " + dst.string();
+            }
+            return wrote;
+        }
+        case ModelFormat::kLlama2c: {
+            detail::require(dtype == SaveFormat::kF32, "cli", [&] {
+                return out.string() + ": llama2.c's run.c reads float32 .bin files only (--dtype f32)";
+            });
+            save_llama2c(out, c, w, Llama2cVersion::kLegacy);
+            std::string wrote = out.string();
+            // run.c reads tokenizer.bin; a tokenizer.bin source is copied beside, tokenizer.json is not converted.
+            if (!m.tokenizer_path.empty() && m.tokenizer_path.extension() == ".bin") {
+                const fs::path dst = out.parent_path() / "tokenizer.bin";
+                if (fs::absolute(dst) != fs::absolute(m.tokenizer_path))
+                    fs::copy_file(m.tokenizer_path, dst, fs::copy_options::overwrite_existing);
+                wrote += ", " + dst.string();
+            }
+            return wrote;
+        }
+        case ModelFormat::kGguf:
+            // GGUF: write the file here (its dtypes include bf16 and the quantized ones).
+            detail::fail("cli", out.string() + ": GGUF is not supported by this build of specdec");
+    }
+    return {};
+}
+
+}  // namespace specdec::cli

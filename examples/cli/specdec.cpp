@@ -1,0 +1,98 @@
+// specdec — the command: generate text with speculative decoding, convert and inspect model files.
+//
+//   specdec generate --target PATH [--draft PATH] [--method ar|sd|tree|cs|glide|edd|pct|eagle2] --prompt TEXT
+//   specdec convert IN OUT [--dtype f32|bf16]
+//   specdec inspect PATH
+//
+// PATH is an HF folder (config.json, model.safetensors, tokenizer.json), a llama2.c .bin (with its
+// tokenizer.bin) or a .gguf file (model_files.hpp says which formats this build reads). `specdec
+// COMMAND --help` lists each command's options. Exit status: 0 done, 1 a file or value the library
+// refused (printed as "specdec: <message>"), 2 a malformed command line.
+//
+// Built and installed beside the header: `cmake --build build --target specdec_command` makes
+// build/specdec; `cmake --install build --prefix DIR` puts it in DIR/bin.
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "args.hpp"
+#include "convert.hpp"
+#include "generate.hpp"
+#include "inspect.hpp"
+
+using namespace specdec::cli;
+
+namespace {
+
+const char* kUsage =
+    "usage: specdec COMMAND [options]\n"
+    "\n"
+    "Speculative decoding of Llama-style models, and their files.\n"
+    "\n"
+    "commands:\n"
+    "  generate   decode a prompt with a target (and a drafter), streaming the text; tau, tok/s, speedup\n"
+    "  convert    convert a model between an HF folder and a llama2.c .bin\n"
+    "  inspect    print a model's config, tensors, tokenizer and size\n"
+    "\n"
+    "`specdec COMMAND --help` describes each command. PATH is an HF folder, a llama2.c .bin or a .gguf file.\n";
+
+struct Command {
+    const char* name;
+    const std::vector<Flag>& (*flags)();
+    std::string (*usage)();
+    int (*run)(const Args&);
+};
+
+const Command kCommands[] = {
+    {"generate", generate_flags, generate_usage, run_generate},
+    {"convert", convert_flags, convert_usage, run_convert},
+    {"inspect", inspect_flags, inspect_usage, run_inspect},
+};
+
+int run(int argc, char** argv) {
+    if (argc < 2) {
+        std::fputs(kUsage, stderr);
+        return 2;
+    }
+    const std::string_view name = argv[1];
+    if (name == "--help" || name == "-h" || name == "help") {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    for (const Command& c : kCommands) {
+        if (name != c.name) continue;
+        try {
+            const Args args(argc, argv, 2, c.flags());
+            if (args.help()) {
+                std::fputs(c.usage().c_str(), stdout);
+                return 0;
+            }
+            return c.run(args);
+        } catch (const UsageError& e) {
+            std::fprintf(stderr, "specdec %s: %s\n(`specdec %s --help` lists the options)\n", c.name, e.what(), c.name);
+            return 2;
+        }
+    }
+    std::fprintf(stderr, "specdec: unknown command '%s'\n\n%s", argv[1], kUsage);
+    return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const specdec::error& e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "specdec: %s\n", e.what());
+    } catch (const std::bad_alloc&) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "specdec: out of memory\n");
+    } catch (const std::exception& e) {  // a file system error (a folder that cannot be written, ...)
+        std::fflush(stdout);
+        std::fprintf(stderr, "specdec: %s\n", e.what());
+    }
+    return 1;
+}

@@ -1,0 +1,101 @@
+// examples/cli/vocab.hpp — a model's tokenizer, whichever file it came from, behind the few calls the command makes.
+// SPDX-License-Identifier: MIT
+#pragma once
+
+// An HF folder's tokenizer.json (Tokenizer: byte-level BPE or SentencePiece-style BPE) and llama2.c's
+// tokenizer.bin (Llama2cTokenizer) are two classes with different algorithms; the command needs only
+// to encode a prompt, spell each generated token as bytes for streaming, name the kind, and compare
+// two vocabularies. A model may come without a tokenizer (an HF folder without tokenizer.json): then
+// generate refuses it and inspect says so.
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "specdec.hpp"
+
+namespace specdec::cli {
+
+class Vocab {
+public:
+    Vocab() = default;  // no tokenizer
+    explicit Vocab(Tokenizer t) : hf_(std::move(t)) {}
+    explicit Vocab(Llama2cTokenizer t) : l2c_(std::move(t)) {}
+
+    bool present() const { return hf_ || l2c_; }
+
+    /// "byte-level BPE (tokenizer.json)", "SentencePiece BPE (tokenizer.bin, llama2.c)", ...
+    std::string kind() const {
+        if (hf_) return hf_->kind() == TokenizerKind::kByteLevel ? "byte-level BPE (tokenizer.json)"
+                                                                 : "SentencePiece-style BPE with byte fallback (tokenizer.json)";
+        if (l2c_) return "SentencePiece-style BPE with byte fallback (llama2.c tokenizer.bin)";
+        return "none";
+    }
+
+    int size() const { return hf_ ? hf_->vocab_size() : l2c_ ? l2c_->vocab_size() : 0; }
+
+    /// The prompt's ids as the model was trained to see them: the post-processor's template (<s> for
+    /// Llama-2) for tokenizer.json, BOS first for llama2.c (run.c's encode(text, 1, 0)).
+    std::vector<int> encode_prompt(std::string_view text) const {
+        if (hf_) return hf_->encode_with_special(text);
+        if (l2c_) return l2c_->encode(text, true, false);
+        return {};
+    }
+
+    /// The bytes `id` adds to the text after `prev` (SentencePiece's "▁" as a space, <0xNN> as its byte,
+    /// control tokens as nothing). Concatenating pieces streams the continuation: decode() would drop the
+    /// leading space SentencePiece strips from a whole text, which after a prompt is a real space.
+    std::string piece(int prev, int id) const {
+        if (id < 0 || id >= size()) return "<token " + std::to_string(id) + ">";  // a model padded past its tokenizer
+        if (hf_) return hf_->is_special(id) ? std::string() : hf_->id_to_token(id);
+        return l2c_->piece(prev, id);
+    }
+
+    /// The token's bytes as stored (special tokens spelt out), for tables and comparisons.
+    std::string spelling(int id) const {
+        if (hf_) return hf_->id_to_token(id);
+        if (l2c_) return l2c_->token(id);
+        return {};
+    }
+
+    /// Control tokens: BOS/EOS for llama2.c, the added special tokens for tokenizer.json.
+    std::vector<int> special_ids() const {
+        std::vector<int> out;
+        if (hf_)
+            for (int id = 0; id < hf_->vocab_size(); ++id)
+                if (hf_->is_special(id)) out.push_back(id);
+        if (l2c_) out = {Llama2cTokenizer::kBos, Llama2cTokenizer::kEos};
+        return out;
+    }
+
+    std::optional<int> bos() const {
+        if (hf_) return hf_->bos_id();
+        if (l2c_) return Llama2cTokenizer::kBos;
+        return std::nullopt;
+    }
+    std::optional<int> eos() const {
+        if (l2c_) return Llama2cTokenizer::kEos;
+        if (hf_) {
+            for (int id = 0; id < hf_->vocab_size(); ++id)  // eos_id() throws when there is no special token
+                if (hf_->is_special(id)) return hf_->eos_id();
+        }
+        return std::nullopt;
+    }
+
+    /// The first id whose spelling differs between two vocabularies, or nullopt when they are equal
+    /// over the shorter one's range.
+    static std::optional<int> first_difference(const Vocab& a, const Vocab& b) {
+        const int n = std::min(a.size(), b.size());
+        for (int id = 0; id < n; ++id)
+            if (a.spelling(id) != b.spelling(id)) return id;
+        return std::nullopt;
+    }
+
+private:
+    std::optional<Tokenizer> hf_;
+    std::optional<Llama2cTokenizer> l2c_;
+};
+
+}  // namespace specdec::cli

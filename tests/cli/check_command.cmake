@@ -1,0 +1,133 @@
+# tests/cli/check_command.cmake — the installed `specdec` command, run as a user would, on the shipped models.
+# Run by ctest: cmake -DSPECDEC=<the built command> -DROOT=<source dir> -DWORK=<scratch dir> -DCASE=<case>
+#   -P check_command.cmake. Each CASE is one ctest entry (a few seconds each). The command's stdout is a
+# pipe here, so generate prints plain text (no colour codes), which is what the checks compare.
+
+function(run_specdec out_var err_var rc_var)
+    execute_process(COMMAND ${SPECDEC} ${ARGN} WORKING_DIRECTORY ${ROOT}
+        OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 60)
+    set(${out_var} "${out}" PARENT_SCOPE)
+    set(${err_var} "${err}" PARENT_SCOPE)
+    set(${rc_var} "${rc}" PARENT_SCOPE)
+endfunction()
+
+function(expect_rc want rc err what)
+    if(NOT rc STREQUAL want)
+        message(FATAL_ERROR "${what}: exit status ${rc}, expected ${want}; stderr:\n${err}")
+    endif()
+endfunction()
+
+function(expect_match regex text what)
+    if(NOT text MATCHES "${regex}")
+        message(FATAL_ERROR "${what}: expected to match '${regex}', got:\n${text}")
+    endif()
+endfunction()
+
+set(prompt "It was the best of times, it was the worst of times,")
+
+if(CASE STREQUAL "generate")
+    # Greedy speculative decoding prints exactly the text of plain greedy decoding.
+    run_specdec(ar ar_err rc generate --target models/target --method ar --prompt "${prompt}" --max-new-tokens 40)
+    expect_rc(0 "${rc}" "${ar_err}" "generate --method ar")
+    foreach(method sd tree cs)
+        run_specdec(out err rc generate --target models/target --draft models/small --method ${method}
+            --prompt "${prompt}" --max-new-tokens 40)
+        expect_rc(0 "${rc}" "${err}" "generate --method ${method}")
+        if(NOT out STREQUAL ar)
+            message(FATAL_ERROR "generate --method ${method} printed\n${out}\nplain decoding (--method ar) printed\n${ar}")
+        endif()
+        expect_match("^${method}: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
+            "${err}" "generate --method ${method}'s summary")
+    endforeach()
+    string(FIND "${ar}" "${prompt}" at)
+    if(NOT at EQUAL 0)
+        message(FATAL_ERROR "the output does not start with the prompt:\n${ar}")
+    endif()
+    string(LENGTH "${prompt}" n_prompt)
+    string(LENGTH "${ar}" n_out)
+    math(EXPR n_min "${n_prompt} + 40")
+    if(n_out LESS n_min)  # 40 tokens of a 4096-token BPE add more than 40 characters
+        message(FATAL_ERROR "the continuation is too short:\n${ar}")
+    endif()
+    string(ASCII 27 esc)
+    string(FIND "${ar}" "${esc}" has_escape)
+    if(NOT has_escape EQUAL -1)
+        message(FATAL_ERROR "colour codes in piped output:\n${ar}")
+    endif()
+    run_specdec(out err rc generate --target models/target --draft models/small --prompt "${prompt}" --max-new-tokens 8
+        --color always --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "generate --color always")
+    string(FIND "${out}" "${esc}[32m" has_escape)
+    if(has_escape EQUAL -1)
+        message(FATAL_ERROR "--color always printed no colour:\n${out}")
+    endif()
+elseif(CASE STREQUAL "inspect")
+    run_specdec(out err rc inspect models/target)
+    expect_rc(0 "${rc}" "${err}" "inspect models/target")
+    expect_match("hidden_size +384\n" "${out}" "inspect's config")
+    expect_match("model\\.embed_tokens\\.weight +BF16 +\\[4096, 384\\] +3,145,728\n" "${out}" "inspect's tensor table")
+    expect_match("tensors: 74, 14,162,304 parameters" "${out}" "inspect's tensor count")
+    expect_match("tokenizer: byte-level BPE" "${out}" "inspect's tokenizer")
+    expect_match("vocab size +4096\n" "${out}" "inspect's vocab size")
+    expect_match("eos +0 \"<\\|endoftext\\|>\"" "${out}" "inspect's special tokens")
+elseif(CASE STREQUAL "convert")
+    # HF -> llama2.c -> HF: the command's path through the files (tests/io checks the logits).
+    file(REMOVE_RECURSE ${WORK})
+    file(MAKE_DIRECTORY ${WORK})
+    run_specdec(out err rc convert models/small ${WORK}/small.bin)
+    expect_rc(0 "${rc}" "${err}" "convert HF -> .bin")
+    run_specdec(out err rc convert ${WORK}/small.bin ${WORK}/back --dtype bf16 --tokenizer models/small/tokenizer.json)
+    expect_rc(0 "${rc}" "${err}" "convert .bin -> HF")
+    foreach(f config.json model.safetensors tokenizer.json)
+        if(NOT EXISTS ${WORK}/back/${f})
+            message(FATAL_ERROR "convert .bin -> HF wrote no ${f}")
+        endif()
+    endforeach()
+    run_specdec(a err rc generate --target models/small --prompt "${prompt}" --max-new-tokens 24)
+    run_specdec(b err rc generate --target ${WORK}/back --prompt "${prompt}" --max-new-tokens 24)
+    expect_rc(0 "${rc}" "${err}" "generate from the converted folder")
+    if(NOT a STREQUAL b)  # the drafter is stored in bf16: f32 -> bf16 is exact for it
+        message(FATAL_ERROR "the converted model decodes\n${b}\nthe original\n${a}")
+    endif()
+    run_specdec(out err rc convert models/small ${WORK}/small.bin)
+    expect_rc(1 "${rc}" "${err}" "convert onto an existing file")
+    expect_match("^specdec: \\[specdec\\.cli\\] .*small\\.bin: exists" "${err}" "convert onto an existing file")
+    run_specdec(out err rc convert models/small ${WORK}/small.gguf)
+    expect_rc(1 "${rc}" "${err}" "convert to GGUF")
+elseif(CASE STREQUAL "errors")
+    # A malformed command line: a message and exit status 2. A file the library refuses: exit 1.
+    foreach(args "generate;--targt;models/target"
+                 "generate;--target"
+                 "generate;--target;models/target;--prompt;x;--temperature;warm"
+                 "generate;--target;models/target;--prompt;x;--method;fast"
+                 "generate;--target;models/target;--prompt;x;--max-new-tokens;-3"
+                 "generate;--prompt;x"
+                 "inspect"
+                 "inspect;a;b"
+                 "convert;models/small"
+                 "convert;models/small;x.bin;--dtype;f16"
+                 "frobnicate"
+                 "")
+        run_specdec(out err rc ${args})
+        expect_rc(2 "${rc}" "${err}" "specdec ${args}")
+        expect_match("^specdec( [a-z]+)?: .+\n|^usage: specdec" "${err}" "specdec ${args}'s message")
+    endforeach()
+    run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
+    expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
+    foreach(args "inspect;models/no_such_model"
+                 "inspect;models"
+                 "inspect;README.md"
+                 "generate;--target;models/target;--prompt;x;--max-new-tokens;600"
+                 "generate;--target;models/target;--draft;models/glide;--method;edd;--prompt;x")
+        run_specdec(out err rc ${args})
+        expect_rc(1 "${rc}" "${err}" "specdec ${args}")
+        expect_match("(^|\n)specdec: \\[specdec\\.[a-z_]+\\] " "${err}" "specdec ${args}'s message")
+    endforeach()
+    foreach(cmd "" generate convert inspect)
+        run_specdec(out err rc ${cmd} --help)
+        expect_rc(0 "${rc}" "${err}" "specdec ${cmd} --help")
+        expect_match("^usage: specdec" "${out}" "specdec ${cmd} --help")
+    endforeach()
+else()
+    message(FATAL_ERROR "unknown CASE '${CASE}'")
+endif()

@@ -1,0 +1,107 @@
+// The specdec command's file handling (examples/cli): converting the shipped target HF -> llama2.c -> HF
+// keeps its logits bit for bit, formats are told apart by path, GGUF is refused by name; and the text
+// stream prints whole UTF-8 characters only, however tokens split them.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "catch.hpp"
+#include "examples/cli/model_files.hpp"
+#include "examples/cli/text_stream.hpp"
+#include "helpers.hpp"
+
+using namespace specdec;
+namespace fs = std::filesystem;
+
+namespace {
+
+/// The logits of every position of `text`, as one chain.
+std::vector<float> chain_logits(const Checkpoint& ck, const std::vector<int>& text) {
+    CpuModel m(ck.config, Weights(ck.weights));
+    const Rows r = m.forward(Tree::chain(text));
+    std::vector<float> out;
+    for (int i = 0; i < r.rows(); ++i) out.insert(out.end(), r.row(i).begin(), r.row(i).end());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("convert takes the shipped target HF -> llama2.c -> HF with identical logits", "[io][command]") {
+    const fs::path target = fs::path(SPECDEC_SOURCE_DIR) / "models/target";
+    if (!fs::exists(target / "model.safetensors")) {
+        WARN("models/target is absent: skipped");
+        return;
+    }
+    const fs::path dir = fs::temp_directory_path() / "specdec_test_command_convert";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const cli::LoadedModel hf = cli::load_model(target);
+    REQUIRE(hf.format == cli::ModelFormat::kHfFolder);
+    REQUIRE(hf.vocab.present());
+
+    cli::save_model(hf, dir / "target.bin", cli::format_of(dir / "target.bin", true), SaveFormat::kF32);
+    const cli::LoadedModel bin = cli::load_model(dir / "target.bin", target / "tokenizer.json");
+    CHECK(bin.format == cli::ModelFormat::kLlama2c);
+    cli::save_model(bin, dir / "back", cli::format_of(dir / "back", true), SaveFormat::kF32);
+    const cli::LoadedModel back = cli::load_model(dir / "back");
+    CHECK(back.tokenizer_path == dir / "back" / "tokenizer.json");  // the tokenizer travels with the model
+
+    const std::vector<int> text = hf.vocab.encode_prompt("It was the best of times, it was the worst of times");
+    REQUIRE(text.size() > 5);
+    const std::vector<float> want = chain_logits(hf.checkpoint, text);
+    CHECK(chain_logits(bin.checkpoint, text) == want);   // bit for bit: bf16 -> f32 -> f32, rows permuted and back
+    CHECK(chain_logits(back.checkpoint, text) == want);
+    CHECK(test::same_bits(back.checkpoint.weights, hf.checkpoint.weights, hf.checkpoint.config));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("a path's format follows its kind, and GGUF is refused naming the file", "[io][command][errors]") {
+    const fs::path dir = fs::temp_directory_path() / "specdec_test_command_formats";
+    fs::remove_all(dir);
+    fs::create_directories(dir / "folder.bin");
+    CHECK_THROWS_WITH(cli::format_of(dir / "folder.bin"), Catch::Contains("without config.json"));
+    std::ofstream(dir / "folder.bin" / "config.json") << "{}";
+    CHECK(cli::format_of(dir / "folder.bin") == cli::ModelFormat::kHfFolder);  // a folder, whatever its name
+    CHECK(cli::format_of(dir / "new.bin", true) == cli::ModelFormat::kLlama2c);
+    CHECK(cli::format_of(dir / "new", true) == cli::ModelFormat::kHfFolder);
+    CHECK(cli::format_of(dir / "m.gguf") == cli::ModelFormat::kGguf);
+    CHECK_THROWS_WITH(cli::format_of(dir / "missing"), Catch::Contains("[specdec.cli]") && Catch::Contains("no such file"));
+    CHECK_THROWS_WITH(cli::load_model(dir / "m.gguf"), Catch::Contains("m.gguf") && Catch::Contains("GGUF"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("the text stream prints whole UTF-8 characters only, however tokens split them", "[io][command]") {
+    std::FILE* sink = std::tmpfile();
+    REQUIRE(sink != nullptr);
+    cli::TextStream s(sink, false);
+    const std::string euro = "\xE2\x82\xAC", emoji = "\xF0\x9F\x98\x80";  // U+20AC, U+1F600
+    s.add("a", false);
+    s.add(euro.substr(0, 1), true);
+    CHECK(s.plain_text() == "a");          // half a character waits
+    s.add(euro.substr(1, 1), true);
+    CHECK(s.plain_text() == "a");
+    s.add(euro.substr(2) + emoji.substr(0, 2), false);
+    CHECK(s.plain_text() == "a" + euro);   // the euro is whole, the emoji is not yet
+    s.add(emoji.substr(2) + " b", false);
+    CHECK(s.plain_text() == "a" + euro + emoji + " b");
+    s.add("\xFF", false);                  // never valid: replaced at once
+    s.add("\xC3", false);                  // a lead byte, then the end
+    s.finish();
+    CHECK(s.plain_text() == "a" + euro + emoji + " b\xEF\xBF\xBD\xEF\xBF\xBD");
+    std::fclose(sink);
+}
+
+TEST_CASE("the text stream colours each character by the token of its first byte", "[io][command]") {
+    std::FILE* sink = std::tmpfile();
+    REQUIRE(sink != nullptr);
+    cli::TextStream s(sink, true);
+    s.add("ab", true);
+    s.add("c", false);
+    s.finish();
+    std::rewind(sink);
+    char buf[64] = {};
+    const std::size_t n = std::fread(buf, 1, sizeof buf - 1, sink);
+    CHECK(std::string(buf, n) == "\x1b[32mab\x1b[0mc");
+    std::fclose(sink);
+}
