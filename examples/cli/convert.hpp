@@ -20,7 +20,7 @@ namespace specdec::cli {
 
 inline const std::vector<Flag>& convert_flags() {
     static const std::vector<Flag> flags{
-        {"dtype", "f32|bf16", "weights of the output (default f32; a llama2.c .bin is always f32)"},
+        {"dtype", "f32|bf16|f16|q8_0", "weights of the output (default f32; a llama2.c .bin is always f32; f16 and q8_0: GGUF only)"},
         {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json in the folder, tokenizer.bin beside a .bin)"},
         {"force", "", "overwrite OUT if it exists"},
     };
@@ -28,10 +28,11 @@ inline const std::vector<Flag>& convert_flags() {
 }
 
 inline std::string convert_usage() {
-    return usage_text("specdec convert IN OUT [--dtype f32|bf16] [--force]",
-                      "Converts a model: a llama2.c .bin to an HF folder (config.json, model.safetensors, with the\n"
-                      "tokenizer.bin beside), or an HF folder to a llama2.c .bin (run.c's version 0). The kind of OUT\n"
-                      "follows its name: *.bin is llama2.c, *.gguf is GGUF (not in this build), anything else a folder.",
+    return usage_text("specdec convert IN OUT [--dtype f32|bf16|f16|q8_0] [--force]",
+                      "Converts a model between an HF folder (config.json, model.safetensors, tokenizer), a llama2.c\n"
+                      "file (run.c's version 0, with tokenizer.bin beside) and a GGUF file (llama.cpp: weights and\n"
+                      "tokenizer in one file). The kind of OUT follows its name: *.bin is llama2.c, *.gguf is GGUF,\n"
+                      "anything else a folder.",
                       convert_flags());
 }
 
@@ -40,20 +41,22 @@ inline int run_convert(const Args& args) {
         throw UsageError("expected IN and OUT, got " + std::to_string(args.positional().size()) + " paths");
     const fs::path in = args.positional()[0], out = args.positional()[1];
     const std::string dtype_text = args.text("dtype", "f32");
-    if (dtype_text != "f32" && dtype_text != "bf16") throw UsageError("option '--dtype': '" + dtype_text + "'; known: f32, bf16");
-    const SaveFormat dtype = dtype_text == "bf16" ? SaveFormat::kBF16 : SaveFormat::kF32;
+    if (dtype_text != "f32" && dtype_text != "bf16" && dtype_text != "f16" && dtype_text != "q8_0")
+        throw UsageError("option '--dtype': '" + dtype_text + "'; known: f32, bf16, f16, q8_0");
     const ModelFormat to = format_of(out, true);
     // Checked before loading: a mistake here should not cost a large model's load.
     if (fs::exists(out) && !args.has("force"))
         detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
-    if (to == ModelFormat::kLlama2c && dtype != SaveFormat::kF32)
+    if (to == ModelFormat::kLlama2c && dtype_text != "f32")
         detail::fail("cli", out.string() + ": llama2.c's run.c reads float32 .bin files only (--dtype f32)");
+    if (to == ModelFormat::kHfFolder && dtype_text != "f32" && dtype_text != "bf16")
+        detail::fail("cli", out.string() + ": an HF folder is written in f32 or bf16 (f16 and q8_0 are for GGUF)");
     if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
         detail::fail("cli", out.string() + ": is the input itself");
     const LoadedModel m = load_model(in, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});
     if (m.format == to && to != ModelFormat::kHfFolder)
         detail::fail("cli", in.string() + " and " + out.string() + " are both " + format_name(to) + ": nothing to convert");
-    const std::string wrote = save_model(m, out, to, dtype);
+    const std::string wrote = save_model(m, out, to, dtype_text);
     std::printf("%s (%s) -> %s (%s, %s): wrote %s\n", in.string().c_str(), format_name(m.format), out.string().c_str(),
                 format_name(to), dtype_text.c_str(), wrote.c_str());
     if (to == ModelFormat::kLlama2c && m.tokenizer_path.extension() == ".json")

@@ -201,10 +201,28 @@ inline int run_inspect(const Args& args) {
             file_bytes = static_cast<std::int64_t>(fs::file_size(path));
             break;
         }
-        case ModelFormat::kGguf:
-            // GGUF: print its metadata and tensor table here.
-            load_model(path);  // refuses with the reason
+        case ModelFormat::kGguf: {
+            // The header lists metadata and tensors as stored (ggml's names, types and dims, columns first);
+            // the config is what load_gguf reads from the llama.* keys.
+            const GgufFile f = read_gguf_header(path);
+            std::printf("  %-28s %u, alignment %llu\n", "GGUF version", f.version(),
+                        static_cast<unsigned long long>(f.alignment()));
+            for (const auto& [key, v] : f.metadata()) {
+                if (v.is_array()) std::printf("  %-40s [%zu values]\n", key.c_str(), v.size());
+                else if (v.type == GgufValueType::kString) std::printf("  %-40s %s\n", key.c_str(), json::dump(json::Value(v.string)).c_str());
+                else if (v.is_float()) std::printf("  %-40s %g\n", key.c_str(), v.real);
+                else std::printf("  %-40s %lld\n", key.c_str(), static_cast<long long>(v.integer));
+            }
+            for (const GgufTensorInfo& t : f.tensors())
+                rows.push_back({t.name, gguf_type_traits(t.type).name, detail::shape_string(t.dims), t.elements(),
+                                static_cast<std::int64_t>(t.bytes)});
+            tok_only = load_model(path);  // the config and the file's own tokenizer
+            config = tok_only.checkpoint.config;
+            print_config(config);
+            source = "from the GGUF header (ggml dims: columns first)";
+            file_bytes = static_cast<std::int64_t>(fs::file_size(path));
             break;
+        }
     }
     print_tensors(rows, source);
     std::printf("\nparameters: %s (%s), head_dim %d, kv_dim %d\n", grouped(config.parameter_count()).c_str(),
@@ -213,7 +231,7 @@ inline int run_inspect(const Args& args) {
 
     tok_only.checkpoint.config = config;
     tok_only.tokenizer_path = args.has("tokenizer") ? fs::path(args.text("tokenizer")) : default_tokenizer(path, format);
-    if (!tok_only.tokenizer_path.empty()) tok_only.vocab = load_vocab(tok_only.tokenizer_path);
+    if (!tok_only.tokenizer_path.empty()) tok_only.vocab = load_vocab(tok_only.tokenizer_path);  // a GGUF keeps its own
     print_tokenizer(tok_only);
     return 0;
 }

@@ -8,7 +8,7 @@
 //   an HF folder   config.json + model.safetensors (+ tokenizer.json; a tokenizer.bin there is read
 //                  when there is no tokenizer.json, as `convert` leaves one beside a llama2.c model)
 //   a llama2.c .bin (load_llama2c); its tokenizer is tokenizer.bin beside it unless --tokenizer says
-//   a .gguf        not in this build: the GGUF cases below are where its loader and writer plug in
+//   a .gguf        load_gguf / save_gguf: config, weights (dequantized) and tokenizer in one file
 
 #include <filesystem>
 #include <string>
@@ -85,24 +85,42 @@ inline LoadedModel load_model(const fs::path& path, const fs::path& tokenizer = 
     switch (m.format) {
         case ModelFormat::kHfFolder: m.checkpoint = load_checkpoint(path); break;
         case ModelFormat::kLlama2c: m.checkpoint = load_llama2c(path); break;
-        case ModelFormat::kGguf:
-            // GGUF: load the file's Config, Weights and tokenizer here (and skip the tokenizer file below).
-            detail::fail("cli", path.string() + ": GGUF is not supported by this build of specdec "
-                                                "(convert it to an HF folder with a build that reads GGUF)");
+        case ModelFormat::kGguf: {
+            GgufModel g = load_gguf(path);
+            m.checkpoint = Checkpoint{g.config, std::move(g.weights)};
+            if (g.tokenizer && tokenizer.empty()) {  // the file's own tokenizer, unless --tokenizer names another
+                m.vocab = Vocab(*g.tokenizer);
+                return m;
+            }
+            break;
+        }
     }
     m.tokenizer_path = tokenizer.empty() ? default_tokenizer(path, m.format) : tokenizer;
     if (!m.tokenizer_path.empty()) m.vocab = load_vocab(m.tokenizer_path);
     return m;
 }
 
-/// Writes `m` in `format` at `out`: an HF folder (config.json + model.safetensors in `dtype`), or a
-/// llama2.c .bin (version 0, run.c's, float32 only). Returns what was written, for the message.
-inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFormat format, SaveFormat dtype) {
+/// The tensor type of a GGUF written with --dtype `dtype` (f32, f16, bf16 or q8_0).
+inline GgufSaveType gguf_save_type(const std::string& dtype) {
+    if (dtype == "f32") return GgufSaveType::kF32;
+    if (dtype == "f16") return GgufSaveType::kF16;
+    if (dtype == "bf16") return GgufSaveType::kBF16;
+    if (dtype == "q8_0") return GgufSaveType::kQ8_0;
+    detail::fail("cli", "a GGUF is written in f32, f16, bf16 or q8_0, not " + dtype);
+}
+
+/// Writes `m` in `format` at `out`: an HF folder (config.json + model.safetensors, f32 or bf16), a
+/// llama2.c .bin (version 0, run.c's, f32 only) or a GGUF file (f32, f16, bf16 or q8_0, with the
+/// tokenizer). Returns what was written, for the message.
+inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFormat format, const std::string& dtype) {
     const Config& c = m.checkpoint.config;
     const Weights& w = m.checkpoint.weights;
     switch (format) {
         case ModelFormat::kHfFolder: {
-            save_checkpoint(out, c, w, dtype);
+            detail::require(dtype == "f32" || dtype == "bf16", "cli", [&] {
+                return out.string() + ": an HF folder is written in f32 or bf16, not " + dtype;
+            });
+            save_checkpoint(out, c, w, dtype == "bf16" ? SaveFormat::kBF16 : SaveFormat::kF32);
             std::string wrote = (out / "config.json").string() + ", " + (out / "model.safetensors").string();
             // The tokenizer travels as it is: tokenizer.json stays HF's; a llama2.c tokenizer.bin is kept
             // beside (load_model reads it from the folder when there is no tokenizer.json).
@@ -115,7 +133,7 @@ inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFo
             return wrote;
         }
         case ModelFormat::kLlama2c: {
-            detail::require(dtype == SaveFormat::kF32, "cli", [&] {
+            detail::require(dtype == "f32", "cli", [&] {
                 return out.string() + ": llama2.c's run.c reads float32 .bin files only (--dtype f32)";
             });
             save_llama2c(out, c, w, Llama2cVersion::kLegacy);
@@ -129,9 +147,11 @@ inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFo
             }
             return wrote;
         }
-        case ModelFormat::kGguf:
-            // GGUF: write the file here (its dtypes include bf16 and the quantized ones).
-            detail::fail("cli", out.string() + ": GGUF is not supported by this build of specdec");
+        case ModelFormat::kGguf: {
+            const std::optional<GgufTokenizer> tok = m.vocab.to_gguf();
+            save_gguf(out, c, w, tok ? &*tok : nullptr, gguf_save_type(dtype));
+            return out.string() + (tok ? " (with its tokenizer)" : " (no tokenizer: none was loaded)");
+        }
     }
     return {};
 }

@@ -23,6 +23,17 @@ public:
     Vocab() = default;  // no tokenizer
     explicit Vocab(Tokenizer t) : hf_(std::move(t)) {}
     explicit Vocab(Llama2cTokenizer t) : l2c_(std::move(t)) {}
+    /// A GGUF file's tokenizer is one of the two: "gpt2" a Tokenizer, "llama" a Llama2cTokenizer.
+    explicit Vocab(const GgufTokenizer& t) {
+        if (t.bpe()) hf_ = *t.bpe();
+        if (t.spm()) l2c_ = *t.spm();
+    }
+    /// The tokenizer as a GGUF file stores it (save_gguf), or nullopt without one.
+    std::optional<GgufTokenizer> to_gguf() const {
+        if (hf_) return GgufTokenizer(*hf_);
+        if (l2c_) return GgufTokenizer(*l2c_);
+        return std::nullopt;
+    }
 
     bool present() const { return hf_ || l2c_; }
 

@@ -1,6 +1,6 @@
 // The specdec command's file handling (examples/cli): converting the shipped target HF -> llama2.c -> HF
-// keeps its logits bit for bit, formats are told apart by path, GGUF is refused by name; and the text
-// stream prints whole UTF-8 characters only, however tokens split them.
+// and HF -> GGUF -> HF keeps its logits bit for bit, formats are told apart by path, a broken GGUF is
+// refused by name; and the text stream prints whole UTF-8 characters only, however tokens split them.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -40,10 +40,10 @@ TEST_CASE("convert takes the shipped target HF -> llama2.c -> HF with identical 
     REQUIRE(hf.format == cli::ModelFormat::kHfFolder);
     REQUIRE(hf.vocab.present());
 
-    cli::save_model(hf, dir / "target.bin", cli::format_of(dir / "target.bin", true), SaveFormat::kF32);
+    cli::save_model(hf, dir / "target.bin", cli::format_of(dir / "target.bin", true), "f32");
     const cli::LoadedModel bin = cli::load_model(dir / "target.bin", target / "tokenizer.json");
     CHECK(bin.format == cli::ModelFormat::kLlama2c);
-    cli::save_model(bin, dir / "back", cli::format_of(dir / "back", true), SaveFormat::kF32);
+    cli::save_model(bin, dir / "back", cli::format_of(dir / "back", true), "f32");
     const cli::LoadedModel back = cli::load_model(dir / "back");
     CHECK(back.tokenizer_path == dir / "back" / "tokenizer.json");  // the tokenizer travels with the model
 
@@ -53,10 +53,20 @@ TEST_CASE("convert takes the shipped target HF -> llama2.c -> HF with identical 
     CHECK(chain_logits(bin.checkpoint, text) == want);   // bit for bit: bf16 -> f32 -> f32, rows permuted and back
     CHECK(chain_logits(back.checkpoint, text) == want);
     CHECK(test::same_bits(back.checkpoint.weights, hf.checkpoint.weights, hf.checkpoint.config));
+
+    // HF -> GGUF (f32: the bf16 weights widen exactly) -> HF, the tokenizer inside the file.
+    cli::save_model(hf, dir / "target.gguf", cli::format_of(dir / "target.gguf", true), "f32");
+    const cli::LoadedModel gguf = cli::load_model(dir / "target.gguf");
+    CHECK(gguf.format == cli::ModelFormat::kGguf);
+    REQUIRE(gguf.vocab.present());
+    CHECK(gguf.vocab.encode_prompt("It was the best of times, it was the worst of times") == text);
+    CHECK(chain_logits(gguf.checkpoint, text) == want);
+    CHECK_THROWS_WITH(cli::save_model(hf, dir / "x.gguf", cli::ModelFormat::kGguf, "q4_k"),
+                      Catch::Contains("[specdec.cli]") && Catch::Contains("q4_k"));
     fs::remove_all(dir);
 }
 
-TEST_CASE("a path's format follows its kind, and GGUF is refused naming the file", "[io][command][errors]") {
+TEST_CASE("a path's format follows its kind, and a file that is no GGUF is refused naming it", "[io][command][errors]") {
     const fs::path dir = fs::temp_directory_path() / "specdec_test_command_formats";
     fs::remove_all(dir);
     fs::create_directories(dir / "folder.bin");
@@ -67,7 +77,8 @@ TEST_CASE("a path's format follows its kind, and GGUF is refused naming the file
     CHECK(cli::format_of(dir / "new", true) == cli::ModelFormat::kHfFolder);
     CHECK(cli::format_of(dir / "m.gguf") == cli::ModelFormat::kGguf);
     CHECK_THROWS_WITH(cli::format_of(dir / "missing"), Catch::Contains("[specdec.cli]") && Catch::Contains("no such file"));
-    CHECK_THROWS_WITH(cli::load_model(dir / "m.gguf"), Catch::Contains("m.gguf") && Catch::Contains("GGUF"));
+    std::ofstream(dir / "m.gguf") << "not a gguf file";
+    CHECK_THROWS_WITH(cli::load_model(dir / "m.gguf"), Catch::Contains("[specdec.gguf]") && Catch::Contains("m.gguf"));
     fs::remove_all(dir);
 }
 
