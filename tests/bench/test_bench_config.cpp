@@ -205,3 +205,19 @@ TEST_CASE("pct and eagle2 entries: EDD's pruned tree with a measured or given th
     const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
     CHECK(load_methods(repo / "examples/bench/methods_edd.json").size() == 14u);
 }
+
+TEST_CASE("the improved-MCSD entries parse, and a target_initialised entry must opt in to its loss", "[bench][mcsd]") {
+    const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
+    const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods_mcsd.json");
+    REQUIRE(m.size() == 9u);
+    CHECK(m[3].kind == MethodKind::kTargetInit);
+    CHECK(m[3].seeds == 2);
+    CHECK(draft_nodes(m[3]) == 82);  // 2 seeds + 2 x 40 drafts: (2,4,3,1,1)
+    CHECK(m[7].kind == MethodKind::kFork);
+    CHECK(draft_nodes(m[7]) == 64);
+    using Catch::Contains;
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "target_initialised", "drafter": "small", "seeds": 2, "k_config": [4, 3, 1, 1]})"), "m.json"),
+                      Contains("field 'allow_lossy': missing"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "target_initialised", "drafter": "small", "seeds": 2, "k_config": [4, 3, 1, 1], "allow_lossy": false})"), "m.json"),
+                      Contains("field 'allow_lossy': must be true"));
+}
