@@ -214,7 +214,7 @@ inline int run_inspect(const Args& args) {
                 else std::printf("  %-40s %lld\n", key.c_str(), static_cast<long long>(v.integer));
             }
             for (const GgufTensorInfo& t : f.tensors())
-                rows.push_back({t.name, gguf_type_traits(t.type).name, detail::shape_string(t.dims), t.elements(),
+                rows.push_back({t.name, detail::gguf_type_traits(t.type).name, detail::shape_string(t.dims), t.elements(),
                                 static_cast<std::int64_t>(t.bytes)});
             tok_only = load_model(path);  // the config and the file's own tokenizer
             config = tok_only.checkpoint.config;
