@@ -356,7 +356,7 @@ TEST_CASE("SwiGLU matches the CPU reference", "[cuda][kernel]") {
     CHECK(normalized_error(download_bf16(act.get(), act.size()), want) < kBf16);
 }
 
-TEST_CASE("the product computes x·Wᵀ in fp32, overwriting or accumulating: skinny kernel, timed or first cuBLASLt choice",
+TEST_CASE("the product computes x·Wᵀ in fp32, overwriting or accumulating; skinny kernel, timed or first cuBLASLt choice",
           "[cuda][kernel][gemm]") {
     CudaContext ctx;
     const GemmOptions options = GENERATE(GemmOptions{.skinny_max_n = kernels::kSkinnyMaxN},
@@ -884,7 +884,7 @@ TEST_CASE("after CudaGlideModel commits a path, the next forward equals a fresh 
     CHECK(normalized_error(got, copy_rows(fresh.forward(next, 0))) < kModel);
     CHECK(normalized_error(got, copy_rows(cpu.forward(next, 0))) < kModel);
 
-    SECTION("truncate back to the prefix, then decode the path as one chain: the same last row") {
+    SECTION("truncate back to the prefix, then decode the path as one chain; the same last row") {
         tree_model.truncate(static_cast<int>(prefix.size()));
         std::vector<int> rest(accepted.begin() + static_cast<std::ptrdiff_t>(prefix.size()), accepted.end());
         rest.push_back(next[0].token);

@@ -24,7 +24,7 @@ TEST_CASE("the upper-left slice of the fork mask equals a freshly built mask for
     }
 }
 
-TEST_CASE("the fork mask is the tree attention mask of the depth-major fork (Fig. 2: 3 chains x 3 tokens)",
+TEST_CASE("the fork mask is the tree attention mask of the depth-major fork (Fig. 2, 3 chains x 3 tokens)",
           "[mcsd][mask]") {
     const ForkMask m(3, 3);
     const ForkMaskSlice s = m.slice(3);
