@@ -115,7 +115,7 @@ elseif(CASE STREQUAL "errors")
                  "inspect"
                  "inspect;a;b"
                  "convert;models/small"
-                 "convert;models/small;x.bin;--dtype;f16"
+                 "convert;models/small;x.bin;--dtype;f8"
                  "frobnicate"
                  "")
         run_specdec(out err rc ${args})
@@ -127,6 +127,7 @@ elseif(CASE STREQUAL "errors")
     foreach(args "inspect;models/no_such_model"
                  "inspect;models"
                  "inspect;README.md"
+                 "convert;models/small;x.bin;--dtype;f16"
                  "generate;--target;models/target;--prompt;x;--max-new-tokens;600"
                  "generate;--target;models/target;--draft;models/glide;--method;edd;--prompt;x")
         run_specdec(out err rc ${args})
