@@ -103,6 +103,7 @@
 #include "detail/model/thread_pool.hpp"               // defines: ThreadPool (the parallel loops' workers; the caller owns it)
 #include "detail/model/matmul.hpp"                    // defines: matmul, matmul_reference, dot, axpy, cpu_features
 #include "detail/model/huge_pages.hpp"                // defines: HugePageAllocator, HugeVector (weights and KV cache on 2 MiB pages)
+#include "detail/model/deferred_matrices.hpp"         // defines: LoadOptions, DeferredMatrices, MatrixRows, RowRef (matrices packed from the mapped file)
 #include "detail/model/panel_matmul.hpp"              // defines: PanelMatrix, panel_matmul, panels_available
 #include "detail/model/config.hpp"                    // defines: Config (HF LlamaConfig fields)
 #include "detail/model/weights.hpp"                   // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
@@ -111,6 +112,7 @@
 // ---- io: file formats
 #include "detail/io/json.hpp"                         // defines: json::Value, json::parse, json::dump
 #include "detail/io/safetensors.hpp"                  // defines: SafetensorsFile, write_safetensors, DType
+#include "detail/io/mapped_matrix.hpp"                // defines: detail::mapped_matrix_rows (a mapped matrix as MatrixRows, for deferred loading)
 #include "detail/io/checkpoint_tensors.hpp"           // defines: CheckpointTensors (one model.safetensors or an index's shards)
 #include "detail/io/checkpoint.hpp"                   // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level and SentencePiece-style BPE, HF tokenizer.json)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "json.hpp"
+#include "mapped_matrix.hpp"
 #include "safetensors.hpp"
 #include "checkpoint_tensors.hpp"
 #include "../model/weights.hpp"
@@ -48,13 +50,18 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
 SPECDEC_INLINE Weights load_weights(const std::filesystem::path& path, const Config& c);
 /// As above from a checkpoint's tensors (one file or an index's shards: CheckpointTensors::open_folder).
 SPECDEC_INLINE Weights load_weights(const CheckpointTensors& tensors, const Config& c);
+/// As above, the matrices left in the mapped files (LoadOptions::defer_matrices): only the embedding and
+/// the norms are read; Weights::deferred reads the rest in place when a CpuModel packs it, and keeps
+/// `tensors` open until then.
+SPECDEC_INLINE Weights load_weights_deferred(std::shared_ptr<const CheckpointTensors> tensors, const Config& c);
 /// Writes `w` under HF names, float32 or bfloat16.
 SPECDEC_INLINE void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
                                  SaveFormat format = SaveFormat::kF32);
 /// config.json + the weights of the folder `dir`: model.safetensors, or (without one) the shards
 /// model.safetensors.index.json names (checkpoint_tensors.hpp). A GLIDE or EDD drafter's folder is
-/// refused (load_glide_checkpoint, load_edd_checkpoint read them).
-SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir);
+/// refused (load_glide_checkpoint, load_edd_checkpoint read them). With options.defer_matrices the
+/// matrices stay in the mapped files for a CpuModel to pack (load_weights_deferred): inference only.
+SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir, LoadOptions options = {});
 SPECDEC_INLINE void save_checkpoint(const std::filesystem::path& dir, const Config& c, const Weights& w,
                                     SaveFormat format = SaveFormat::kBF16);
 /// As save_checkpoint, in HF's sharded layout: model-0000i-of-0000n.safetensors, each holding whole
@@ -338,10 +345,10 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
 namespace detail {
 
 /// read_tensor from a single file or a checkpoint's shards (both have find, get and read_floats).
+/// The tensor `name` of `file`, checked to have the shape `want` the config implies.
 template <class Source>
-void read_tensor_from(const Source& file, const std::filesystem::path& path, const std::string& name,
-                      const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
-                      std::string_view hint) {
+const TensorInfo& find_tensor(const Source& file, const std::filesystem::path& path, const std::string& name,
+                              const std::vector<std::int64_t>& want, std::string_view who, std::string_view hint = {}) {
     const TensorInfo* info = file.find(name);
     if (info == nullptr) {
         require(hint.empty(), who, [&] { return path.string() + ": tensor '" + name + "' is missing" + std::string(hint); });
@@ -351,6 +358,14 @@ void read_tensor_from(const Source& file, const std::filesystem::path& path, con
         return path.string() + ": tensor '" + name + "' has shape " + shape_string(info->shape) + ", the config implies " +
                shape_string(want);
     });
+    return *info;
+}
+
+template <class Source>
+void read_tensor_from(const Source& file, const std::filesystem::path& path, const std::string& name,
+                      const std::vector<std::int64_t>& want, std::vector<float>& t, std::string_view who,
+                      std::string_view hint) {
+    const TensorInfo* info = &find_tensor(file, path, name, want, who, hint);
     std::size_t n = 1;
     for (std::int64_t d : want) n *= static_cast<std::size_t>(d);
     t.resize(n);
@@ -422,6 +437,43 @@ SPECDEC_INLINE Weights load_weights(const CheckpointTensors& tensors, const Conf
     return w;
 }
 
+SPECDEC_INLINE Weights load_weights_deferred(std::shared_ptr<const CheckpointTensors> tensors, const Config& c) {
+    detail::require_layers(tensors->tensors(), tensors->path(), c.num_hidden_layers, "checkpoint");
+    Weights w;
+    w.layers.resize(c.num_hidden_layers);
+    auto deferred = std::make_shared<DeferredMatrices>();
+    for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {
+        const std::vector<std::int64_t> shape = detail::hf_shape(name, c);
+        if (!deferrable_tensor(name)) return detail::read_tensor(*tensors, tensors->path(), name, shape, t, "checkpoint");
+        const TensorInfo& info = detail::find_tensor(*tensors, tensors->path(), name, shape, "checkpoint");
+        const std::size_t element = dtype_size(info.dtype), k = static_cast<std::size_t>(shape[1]);
+        const bool convertible = info.dtype == DType::kF32 || info.dtype == DType::kBF16 || info.dtype == DType::kF16 ||
+                                 info.dtype == DType::kF64;  // convert_to_float's types
+        detail::require(convertible, "checkpoint", [&] {
+            return tensors->file_of(info).path().string() + ": tensor '" + name + "' has dtype " +
+                   std::string(dtype_name(info.dtype)) + " (supported: F32, BF16, F16, F64)";
+        });
+        using detail::StoredRows;
+        const StoredRows how = info.dtype == DType::kBF16  ? detail::in_place_or_converted(StoredRows::kBf16, info.bytes.data(), k * 2, 2)
+                               : info.dtype == DType::kF32 ? detail::in_place_or_converted(StoredRows::kF32, info.bytes.data(), k * 4, 4)
+                                                           : StoredRows::kConverted;
+        const DType dtype = info.dtype;
+        deferred->matrices.emplace(
+            name, detail::mapped_matrix_rows({.data = info.bytes,
+                                              .m = static_cast<int>(shape[0]),
+                                              .k = static_cast<int>(k),
+                                              .row_bytes = k * element,
+                                              .how = how,
+                                              .convert = [dtype, k](std::span<const std::byte> b, float* out) { convert_to_float(dtype, b.data(), out, k); },
+                                              .stored_row = {},
+                                              .where = tensors->file_of(info).path().string() + ": tensor '" + name + "'",
+                                              .who = "checkpoint"}));
+    });
+    deferred->owner = std::move(tensors);
+    w.deferred = std::move(deferred);
+    return w;
+}
+
 SPECDEC_INLINE void save_weights(const Weights& w, const Config& c, const std::filesystem::path& path,
                                  SaveFormat format) {
     validate(w, c);
@@ -433,7 +485,7 @@ SPECDEC_INLINE void save_weights(const Weights& w, const Config& c, const std::f
 }
 
 
-SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir) {
+SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir, LoadOptions options) {
     detail::require(std::filesystem::is_directory(dir), "checkpoint",
                     [&] { return dir.string() + ": not a directory (a model is a folder with config.json and model.safetensors)"; });
     // GLIDE's and EDD's drafters carry Llama fields too; read as a Llama they would silently lose their
@@ -459,7 +511,10 @@ SPECDEC_INLINE Checkpoint load_checkpoint(const std::filesystem::path& dir) {
     }
     Checkpoint ck;
     ck.config = load_config(cfg_path);
-    ck.weights = load_weights(CheckpointTensors::open_folder(dir), ck.config);
+    if (options.defer_matrices)
+        ck.weights = load_weights_deferred(std::make_shared<const CheckpointTensors>(CheckpointTensors::open_folder(dir)), ck.config);
+    else
+        ck.weights = load_weights(CheckpointTensors::open_folder(dir), ck.config);
     return ck;
 }
 

@@ -200,12 +200,7 @@ SPECDEC_INLINE const TensorInfo* CheckpointTensors::find(std::string_view name) 
 
 SPECDEC_INLINE const TensorInfo& CheckpointTensors::get(std::string_view name) const {
     if (const TensorInfo* t = find(name)) return *t;
-    std::vector<std::pair<std::size_t, const std::string*>> scored;
-    for (const TensorInfo& t : tensors_) scored.emplace_back(detail::edit_distance(name, t.name), &t.name);
-    std::sort(scored.begin(), scored.end(),
-              [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : *a.second < *b.second; });
-    std::string hint;
-    for (std::size_t i = 0; i < scored.size() && i < 3; ++i) hint += (i ? ", '" : "; closest: '") + *scored[i].second + "'";
+    const std::string hint = detail::closest_names(name, tensors_);
     detail::fail("checkpoint", path_.string() + ": missing tensor '" + std::string(name) + "' (" +
                                    std::to_string(tensors_.size()) + " tensors" + hint + ")");
 }

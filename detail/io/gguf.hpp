@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +21,7 @@
 #include "../model/config.hpp"
 #include "../model/weights.hpp"
 #include "checkpoint.hpp"
+#include "mapped_matrix.hpp"
 #include "llama2c.hpp"
 #include "tokenizer.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
@@ -201,8 +204,10 @@ struct GgufModel {
 
 /// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (rope scaling, a head size
 /// other than embedding_length / head_count, experts refused naming the key), its tensors dequantized to
-/// float32 with q and k rows put back in HF's order.
-SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path);
+/// float32 with q and k rows put back in HF's order. With options.defer_matrices the matrices stay in the
+/// mapped file (Weights::deferred): F32 and BF16 rows are packed by a CpuModel in place, the other types
+/// dequantized a row at a time as it packs — inference only.
+SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOptions options = {});
 
 /// The tensor types save_gguf writes. Norms are always F32 (as llama.cpp's quantizer keeps them); Q8_0
 /// needs rows of a multiple of 32 values, and a matrix whose rows are not is written F16.
@@ -967,8 +972,9 @@ inline int gguf_rope_heads(const std::string& hf, const Config& c) {
 
 }  // namespace detail
 
-SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
-    const GgufFile f = GgufFile::open(path);
+SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOptions options) {
+    const auto held = std::make_shared<const GgufFile>(GgufFile::open(path));  // kept by deferred matrices
+    const GgufFile& f = *held;
     const std::string file = path.string();
     const auto bad = [&](const std::string& key, const std::string& what) { detail::fail("gguf", file + ": metadata key '" + key + "' " + what); };
     const GgufValue* arch = f.find("general.architecture");
@@ -1046,6 +1052,7 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
     GgufModel m;
     m.config = c;
     m.weights.layers.resize(static_cast<std::size_t>(c.num_hidden_layers));
+    auto deferred = std::make_shared<DeferredMatrices>();
     for_each_tensor(m.weights, c, [&](const std::string& hf, std::vector<float>& dst, std::size_t n) {
         const std::string name = detail::gguf_tensor_name(hf);
         const GgufTensorInfo* t = f.find_tensor(name);
@@ -1066,6 +1073,39 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
                             return file + ": tensor '" + name + "' has type " + traits.name + " (ggml type " + std::to_string(t->type) +
                                    "), which specdec cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)";
                         });
+        const int heads = detail::gguf_rope_heads(hf, c);
+        if (options.defer_matrices && deferrable_tensor(hf)) {
+            const std::int64_t rows = want[1], k = want[0];
+            detail::require(k % traits.block == 0, "gguf", [&] {
+                return file + ": tensor '" + name + "' has rows of " + std::to_string(k) + " values, not whole " + traits.name + " blocks of " +
+                       std::to_string(traits.block);
+            });
+            using detail::StoredRows;
+            const std::size_t row_bytes = static_cast<std::size_t>(k / traits.block * traits.bytes);
+            const std::span<const std::byte> bytes = f.data(*t);
+            const StoredRows how = type == GgufType::kBF16  ? detail::in_place_or_converted(StoredRows::kBf16, bytes.data(), row_bytes, 2)
+                                   : type == GgufType::kF32 ? detail::in_place_or_converted(StoredRows::kF32, bytes.data(), row_bytes, 4)
+                                                            : StoredRows::kConverted;
+            const std::uint32_t stored_type = t->type;
+            const int head_rows = heads > 0 ? static_cast<int>(rows / heads) : 0, half = head_rows / 2;
+            deferred->matrices.emplace(
+                hf, detail::mapped_matrix_rows(
+                        {.data = bytes,
+                         .m = static_cast<int>(rows),
+                         .k = static_cast<int>(k),
+                         .row_bytes = row_bytes,
+                         .how = how,
+                         .convert = [stored_type, k](std::span<const std::byte> b, float* out) { detail::gguf_dequantize(stored_type, b, out, k); },
+                         // HF row r of a head is llama.cpp's row 2(r mod hd/2) + r div hd/2 (permute_rope_rows, to_hf).
+                         .stored_row = heads > 0 ? std::function<int(int)>([head_rows, half](int j) {
+                             const int r = j % head_rows;
+                             return j - r + 2 * (r % half) + r / half;
+                         })
+                                                 : std::function<int(int)>(),
+                         .where = file + ": tensor '" + name + "'",
+                         .who = "gguf"}));
+            return;
+        }
         dst.resize(n);
         // One pass per value, split over threads for large tensors: converting a 1.1B bf16 file is then
         // bound by memory, not by one core. Each part checks its values are finite.
@@ -1093,8 +1133,12 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path) {
             return file + ": tensor '" + name + "' holds " + (std::isnan(dst[static_cast<std::size_t>(bad)]) ? "NaN" : "Inf") +
                    " at element " + std::to_string(bad);
         });
-        if (const int heads = detail::gguf_rope_heads(hf, c); heads > 0) detail::permute_rope_rows(dst, heads, c.hidden_size, /*to_hf=*/true);
+        if (heads > 0) detail::permute_rope_rows(dst, heads, c.hidden_size, /*to_hf=*/true);
     });
+    if (options.defer_matrices) {
+        deferred->owner = held;
+        m.weights.deferred = std::move(deferred);
+    }
     m.tokenizer = GgufTokenizer::from_gguf(f);
     if (m.tokenizer)
         detail::require(m.tokenizer->vocab_size() <= c.vocab_size, "gguf", [&] {

@@ -108,6 +108,38 @@ inline float half_to_float(std::uint16_t h) {
     return std::bit_cast<float>(bits);
 }
 
+/// n values of type `dtype` at `src` (any alignment) as float: F32 and BF16 exactly, F16 exactly, F64
+/// rounded. False for another dtype.
+inline bool convert_to_float(DType dtype, const std::byte* src, float* out, std::size_t n) {
+    switch (dtype) {
+        case DType::kF32:
+            if (n > 0) std::memcpy(out, src, n * 4);
+            return true;
+        case DType::kBF16:
+            for (std::size_t i = 0; i < n; ++i) {
+                bf16 b;
+                std::memcpy(&b.bits, src + 2 * i, 2);
+                out[i] = to_float(b);
+            }
+            return true;
+        case DType::kF16:
+            for (std::size_t i = 0; i < n; ++i) {
+                std::uint16_t h;
+                std::memcpy(&h, src + 2 * i, 2);
+                out[i] = half_to_float(h);
+            }
+            return true;
+        case DType::kF64:
+            for (std::size_t i = 0; i < n; ++i) {
+                double d;
+                std::memcpy(&d, src + 8 * i, 8);
+                out[i] = static_cast<float>(d);
+            }
+            return true;
+        default: return false;
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reading
 
@@ -400,16 +432,23 @@ inline std::size_t edit_distance(std::string_view a, std::string_view b) {
     return row[b.size()];
 }
 
-}  // namespace detail
-
-SPECDEC_INLINE const TensorInfo& SafetensorsFile::get(std::string_view name) const {
-    if (const TensorInfo* t = find(name)) return *t;
+/// "; closest: 'a', 'b', 'c'": the three tensor names nearest `name` by edit distance, for a
+/// missing-tensor error (a typo or another naming scheme shows at once).
+inline std::string closest_names(std::string_view name, std::span<const TensorInfo> tensors) {
     std::vector<std::pair<std::size_t, const std::string*>> scored;
-    for (const TensorInfo& t : tensors_) scored.emplace_back(detail::edit_distance(name, t.name), &t.name);
+    for (const TensorInfo& t : tensors) scored.emplace_back(edit_distance(name, t.name), &t.name);
     std::sort(scored.begin(), scored.end(),
               [](const auto& a, const auto& b) { return a.first != b.first ? a.first < b.first : *a.second < *b.second; });
     std::string hint;
     for (std::size_t i = 0; i < scored.size() && i < 3; ++i) hint += (i ? ", '" : "; closest: '") + *scored[i].second + "'";
+    return hint;
+}
+
+}  // namespace detail
+
+SPECDEC_INLINE const TensorInfo& SafetensorsFile::get(std::string_view name) const {
+    if (const TensorInfo* t = find(name)) return *t;
+    const std::string hint = detail::closest_names(name, tensors_);
     fail("missing tensor '" + std::string(name) + "' (file has " + std::to_string(tensors_.size()) + " tensors" + hint + ")");
 }
 
@@ -424,36 +463,9 @@ SPECDEC_INLINE void SafetensorsFile::read_floats(const TensorInfo& tensor, std::
     if (out.size() != static_cast<std::size_t>(tensor.numel))
         fail("tensor '" + tensor.name + "': output holds " + std::to_string(out.size()) + " floats, tensor has " +
              std::to_string(tensor.numel) + " (shape " + detail::shape_string(tensor.shape) + ")");
-    const std::byte* src = tensor.bytes.data();
-    switch (tensor.dtype) {
-        case DType::kF32:
-            if (!out.empty()) std::memcpy(out.data(), src, out.size() * 4);
-            return;
-        case DType::kBF16:
-            for (std::size_t i = 0; i < out.size(); ++i) {
-                bf16 b;
-                std::memcpy(&b.bits, src + 2 * i, 2);
-                out[i] = to_float(b);
-            }
-            return;
-        case DType::kF16:
-            for (std::size_t i = 0; i < out.size(); ++i) {
-                std::uint16_t h;
-                std::memcpy(&h, src + 2 * i, 2);
-                out[i] = half_to_float(h);
-            }
-            return;
-        case DType::kF64:
-            for (std::size_t i = 0; i < out.size(); ++i) {
-                double d;
-                std::memcpy(&d, src + 8 * i, 8);
-                out[i] = static_cast<float>(d);
-            }
-            return;
-        default:
-            fail("tensor '" + tensor.name + "': unsupported dtype for float conversion: " +
-                 std::string(dtype_name(tensor.dtype)) + " (supported: F32, BF16, F16, F64)");
-    }
+    if (!convert_to_float(tensor.dtype, tensor.bytes.data(), out.data(), out.size()))
+        fail("tensor '" + tensor.name + "': unsupported dtype for float conversion: " +
+             std::string(dtype_name(tensor.dtype)) + " (supported: F32, BF16, F16, F64)");
 }
 
 SPECDEC_INLINE std::vector<float> SafetensorsFile::read_floats(const TensorInfo& tensor) const {

@@ -49,18 +49,30 @@ constexpr int kAttentionBlockRows = 64;
 /// AVX-512, else as stored, float32 or bfloat16 (widened in registers).
 struct Matrix {
     const float* f32 = nullptr;
-    std::vector<bf16> bf;  // (m, k) when stored as bfloat16
+    std::vector<bf16> bf;       // (m, k) when stored as bfloat16
+    std::vector<float> copied;  // (m, k) float32 rows that were not one tensor in memory, without a `store`
     PanelMatrix<float> panels_f32;
     PanelMatrix<bf16> panels_bf;
     int m = 0, k = 0;
 };
 
+/// One part of a matrix: a float32 tensor in memory ((size / k, k) row-major), or a matrix a loader
+/// left in its file (Weights::deferred) of `rows` rows.
+struct MatrixPart {
+    MatrixPart(const std::vector<float>* v) : values(v) {}
+    MatrixPart(const MatrixRows* f, int r) : in_file(f), rows(r) {}
+    const std::vector<float>* values = nullptr;
+    const MatrixRows* in_file = nullptr;
+    int rows = 0;
+};
+
 /// The parts (stacked row-wise) as one matrix: fused q|k|v and gate|up mean fewer, larger products
 /// (one pass over x, one thread dispatch instead of three). With `panels` they are packed (a copy in
-/// either format); otherwise a single float32 part is used in place, and the rows are copied into
-/// `store` (float32) or converted to bfloat16.
-SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k,
-                                  bool bf, bool panels);
+/// either format, groups in parallel on `pool`); otherwise a single float32 part in memory is used in
+/// place, and other rows are copied into `store` (float32; the Matrix's own `copied` when null) or
+/// converted to bfloat16.
+SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, const std::vector<MatrixPart>& parts, int m, int k, bool bf,
+                                  bool panels, ThreadPool* pool);
 
 }  // namespace detail
 
@@ -87,8 +99,8 @@ namespace detail {
 /// unless the plain-loop reference is asked for or the CPU cannot run them.
 inline auto matrix_maker(const ModelOptions& options) {
     const bool bf = options.weight_format == WeightFormat::kBF16, panels = options.panels && !options.reference && panels_available();
-    return [bf, panels](std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k) {
-        return make_matrix(store, std::move(parts), m, k, bf, panels);
+    return [bf, panels, pool = options.pool](std::vector<float>* store, const std::vector<MatrixPart>& parts, int m, int k) {
+        return make_matrix(store, parts, m, k, bf, panels, pool);
     };
 }
 
@@ -113,6 +125,8 @@ public:
     CpuModel& operator=(CpuModel&&) = default;
 
     const Config& config() const { return cfg_; }
+    /// The weights as given; matrices a loader left in its file (LoadOptions::defer_matrices) are empty
+    /// here: they live only in the packed matrices, and the file is released once they are built.
     const Weights& weights() const { return w_; }
     int vocab_size() const { return cfg_.vocab_size; }
     int cache_len() const { return cache_len_; }
@@ -316,35 +330,50 @@ inline void transpose_rows(float* vt, const float* rows, std::ptrdiff_t ld, int 
             for (int r = r0; r < std::min(R, r0 + 16); ++r) vt[std::ptrdiff_t{d} * R + r] = rows[r * ld + d];
 }
 
-SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, std::vector<const std::vector<float>*> parts, int m, int k,
-                                  bool bf, bool panels) {
+SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, const std::vector<MatrixPart>& parts, int m, int k, bool bf,
+                                  bool panels, ThreadPool* pool) {
+    const std::size_t cols = static_cast<std::size_t>(k);
+    std::vector<int> rows;  // per part
+    for (const MatrixPart& p : parts) {
+        rows.push_back(p.values != nullptr ? static_cast<int>(p.values->size() / std::max<std::size_t>(cols, 1)) : p.rows);
+        require(p.in_file == nullptr || (p.in_file->m == p.rows && p.in_file->k == k), "model", [&] {
+            return "a matrix left in its file is (" + std::to_string(p.in_file->m) + ", " + std::to_string(p.in_file->k) +
+                   "), the config implies (" + std::to_string(p.rows) + ", " + std::to_string(k) + ")";
+        });
+    }
+    const auto row = [&](int j) -> RowRef {  // row j of the stacked parts
+        for (std::size_t i = 0; i < parts.size(); ++i) {
+            if (j < rows[i])
+                return parts[i].values != nullptr ? RowRef{.f32 = parts[i].values->data() + static_cast<std::size_t>(j) * cols}
+                                                  : parts[i].in_file->row(j);
+            j -= rows[i];
+        }
+        fail("model", "matrix row past its parts");
+    };
     Matrix mat;
     mat.m = m;
     mat.k = k;
     if (panels) {
-        std::vector<const float*> rows;  // row j of the stacked parts
-        rows.reserve(static_cast<std::size_t>(m));
-        for (const auto* p : parts)
-            for (std::size_t at = 0; at + static_cast<std::size_t>(k) <= p->size(); at += static_cast<std::size_t>(k))
-                rows.push_back(p->data() + at);
-        const auto row = [&](int j) { return rows[static_cast<std::size_t>(j)]; };
-        if (bf) mat.panels_bf = PanelMatrix<bf16>(m, k, row);
-        else mat.panels_f32 = PanelMatrix<float>(m, k, row);
+        if (bf) mat.panels_bf = PanelMatrix<bf16>(pool, m, k, row);
+        else mat.panels_f32 = PanelMatrix<float>(pool, m, k, row);
         return mat;
     }
-    if (parts.size() == 1 && !bf) {
-        mat.f32 = parts[0]->data();
+    if (parts.size() == 1 && parts[0].values != nullptr && !bf) {
+        mat.f32 = parts[0].values->data();
         return mat;
     }
-    if (bf) {
-        mat.bf.reserve(static_cast<std::size_t>(m) * k);
-        for (const auto* p : parts)
-            for (float v : *p) mat.bf.push_back(to_bf16(v));
-    } else {
-        store->clear();
-        for (const auto* p : parts) store->insert(store->end(), p->begin(), p->end());
-        mat.f32 = store->data();
+    if (store == nullptr) store = &mat.copied;
+    if (bf) mat.bf.resize(static_cast<std::size_t>(m) * cols);
+    else store->resize(static_cast<std::size_t>(m) * cols);
+    for (int j = 0; j < m; ++j) {
+        const RowRef r = row(j);
+        const std::size_t at = static_cast<std::size_t>(j) * cols;
+        for (std::size_t p = 0; p < cols; ++p) {
+            if (bf) mat.bf[at + p] = r.bf != nullptr ? r.bf[p] : to_bf16(r.f32[p]);
+            else (*store)[at + p] = r.bf != nullptr ? to_float(r.bf[p]) : r.f32[p];
+        }
     }
+    if (!bf) mat.f32 = store->data();
     return mat;
 }
 
@@ -373,7 +402,7 @@ SPECDEC_INLINE void linear(const ModelOptions& options, float* y, const float* x
 SPECDEC_INLINE CpuModel::CpuModel(Config config, Weights weights, ModelOptions options)
     : cfg_(config), w_(std::move(weights)), opt_(options) {
     cfg_.validate();
-    validate(w_, cfg_);
+    validate(w_, cfg_, /*allow_deferred=*/true);
     if (opt_.pool == nullptr) {
         own_pool_ = std::make_unique<ThreadPool>(1);
         opt_.pool = own_pool_.get();
@@ -587,14 +616,28 @@ SPECDEC_INLINE void CpuModel::prepare_matrices() {
     const auto make = detail::matrix_maker(opt_);
     fused_.resize(2 * static_cast<std::size_t>(cfg_.num_hidden_layers));
     mats_.resize(cfg_.num_hidden_layers);
+    // A tensor in memory, or the rows a loader left in its file (validate() vouched for one of them).
+    const auto part = [&](const std::vector<float>& t, const std::string& name, int rows) {
+        const MatrixRows* in_file = t.empty() && w_.deferred ? w_.deferred->find(name) : nullptr;
+        return in_file != nullptr ? detail::MatrixPart(in_file, rows) : detail::MatrixPart(&t);
+    };
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
         const LayerWeights& lw = w_.layers[l];
-        mats_[l].qkv = make(&fused_[2 * l], {&lw.wq, &lw.wk, &lw.wv}, qd + 2 * kvd, D);
-        mats_[l].wo = make(nullptr, {&lw.wo}, D, qd);
-        mats_[l].gate_up = make(&fused_[2 * l + 1], {&lw.w_gate, &lw.w_up}, 2 * Fw, D);
-        mats_[l].down = make(nullptr, {&lw.w_down}, cfg_.down_rows(l), Fw);
+        const std::string p = "model.layers." + std::to_string(l) + ".";
+        mats_[l].qkv = make(&fused_[2 * l],
+                            {part(lw.wq, p + "self_attn.q_proj.weight", qd), part(lw.wk, p + "self_attn.k_proj.weight", kvd),
+                             part(lw.wv, p + "self_attn.v_proj.weight", kvd)},
+                            qd + 2 * kvd, D);
+        mats_[l].wo = make(nullptr, {part(lw.wo, p + "self_attn.o_proj.weight", D)}, D, qd);
+        mats_[l].gate_up = make(&fused_[2 * l + 1],
+                                {part(lw.w_gate, p + "mlp.gate_proj.weight", Fw), part(lw.w_up, p + "mlp.up_proj.weight", Fw)},
+                                2 * Fw, D);
+        mats_[l].down = make(nullptr, {part(lw.w_down, p + "mlp.down_proj.weight", cfg_.down_rows(l))}, cfg_.down_rows(l), Fw);
     }
-    head_ = make(nullptr, {&w_.output_matrix()}, cfg_.vocab_size, D);
+    head_ = make(nullptr, {cfg_.tie_word_embeddings ? part(w_.embed, "model.embed_tokens.weight", cfg_.vocab_size)
+                                                    : part(w_.lm_head, "lm_head.weight", cfg_.vocab_size)},
+                 cfg_.vocab_size, D);
+    w_.deferred.reset();  // packed: a loader's mapped file is no longer read
     inv_freq_ = rope_inverse_frequencies(cfg_);  // rope_scaling applied
 }
 

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <new>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(__linux__)
@@ -58,5 +60,28 @@ struct HugePageAllocator {
 /// A vector whose large buffers sit on huge pages.
 template <class T>
 using HugeVector = std::vector<T, HugePageAllocator<T>>;
+
+/// HugePageAllocator whose resize() leaves elements of implicit-lifetime types (numbers, bf16)
+/// unwritten, for a buffer that a parallel loop then fills whole: zeroing it first would be a second
+/// pass over it, on one thread, and would first-touch every page from that thread.
+template <class T>
+struct UninitializedHugePageAllocator : HugePageAllocator<T> {
+    template <class U>
+    struct rebind {
+        using other = UninitializedHugePageAllocator<U>;
+    };
+    UninitializedHugePageAllocator() = default;
+    template <class U>
+    UninitializedHugePageAllocator(const UninitializedHugePageAllocator<U>&) noexcept {}
+
+    template <class U, class... Args>
+    void construct(U* p, Args&&... args) {
+        if constexpr (sizeof...(Args) == 0 && std::is_trivially_copyable_v<U> && std::is_trivially_destructible_v<U>) return;
+        else ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+    }
+};
+
+template <class T>
+using UninitializedHugeVector = std::vector<T, UninitializedHugePageAllocator<T>>;
 
 }  // namespace specdec

@@ -8,11 +8,13 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "bf16.hpp"
+#include "deferred_matrices.hpp"
 #include "../core/error.hpp"
 #include "huge_pages.hpp"
 #include "matmul.hpp"
@@ -66,7 +68,7 @@ inline bool bf16_dot_available() {
 }
 
 /// W (m, k), given row-major, repacked into the panel layout above. WT = float or bf16 (rounded to
-/// nearest even from the float32 rows).
+/// nearest even from float32 rows, copied from bf16 ones).
 template <class WT>
 class PanelMatrix {
     static_assert(std::is_same_v<WT, float> || std::is_same_v<WT, bf16>);
@@ -76,17 +78,23 @@ public:
 
     PanelMatrix() = default;
 
-    /// `row(j)` points at row j of W (k floats), for j in [0, m).
+    /// `row(j)` gives row j of W (k values), for j in [0, m): a `const float*`, a `const bf16*`, or a
+    /// RowRef (a loader's row: either). One thread.
     template <class RowOf>
-    PanelMatrix(int m, int k, RowOf&& row) : m_(m), k_(k), kp_((k + kStep - 1) / kStep * kStep) {
+    PanelMatrix(int m, int k, RowOf&& row) : PanelMatrix(nullptr, m, k, std::forward<RowOf>(row)) {}
+
+    /// As above, groups packed in parallel on `pool` (`row` is then called from its threads): each
+    /// thread writes, and so first touches, the pages of its own groups.
+    template <class RowOf>
+    PanelMatrix(ThreadPool* pool, int m, int k, RowOf&& row) : m_(m), k_(k), kp_((k + kStep - 1) / kStep * kStep) {
         detail::require(m >= 0 && k >= 0, "panel_matmul", [&] {
             return "matrix of " + std::to_string(m) + " x " + std::to_string(k) + " rows x columns";
         });
-        data_.assign(static_cast<std::size_t>(groups()) * kPanelGroupRows * kp_, WT{});
-        for (int j = 0; j < m; ++j) {
-            const float* src = row(j);
-            for (int p = 0; p < k; ++p) data_[index(j, p)] = narrow(src[p]);
-        }
+        data_.resize(static_cast<std::size_t>(groups()) * kPanelGroupRows * kp_);  // not zeroed: pack_group writes all
+        const auto pack = [&](int g) { pack_group(g, row); };
+        if (pool != nullptr) pool->parallel_for(groups(), pack);
+        else
+            for (int g = 0; g < groups(); ++g) pack(g);
     }
 
     int rows() const { return m_; }
@@ -111,9 +119,103 @@ private:
         if constexpr (std::is_same_v<WT, bf16>) return to_bf16(v);
         else return v;
     }
+    static WT narrow(bf16 v) {
+        if constexpr (std::is_same_v<WT, bf16>) return v;
+        else return to_float(v);
+    }
+
+    /// Rows [48g, 48g + 48) of W into group g, zero rows past m and a zero k step past k (bf16, odd k).
+    /// bf16 rows into bf16 panels go 16 at a time through pack16 where AVX-512 runs.
+    template <class RowOf>
+    void pack_group(int g, RowOf& row_of) {
+        WT* base = data_.data() + static_cast<std::size_t>(g) * kPanelGroupRows * kp_;
+        const bool by16 = std::is_same_v<WT, bf16> && k_ % 2 == 0 && panels_available();
+        for (int r0 = 0; r0 < kPanelGroupRows; r0 += 16) {
+            const bf16* block[16] = {};  // bf16 rows kept for pack16
+            int held = 0;
+            for (int r = r0; r < r0 + 16; ++r) {
+                const int j = g * kPanelGroupRows + r;
+                if (j >= m_) {
+                    for (int p = 0; p < kp_; ++p) base[index(r, p)] = WT{};
+                    continue;
+                }
+                const auto src = row_of(j);
+                using Src = std::decay_t<decltype(src)>;
+                const bf16* bf = nullptr;
+                if constexpr (std::is_same_v<Src, RowRef>) {
+                    if (src.bf == nullptr) pack_row(base, r, src.f32);  // now: a converted row's buffer is reused
+                    bf = src.bf;
+                } else if constexpr (std::is_same_v<Src, const bf16*> || std::is_same_v<Src, bf16*>) {
+                    bf = src;
+                } else {
+                    pack_row(base, r, src);
+                }
+                if (bf != nullptr && by16) block[r - r0] = bf, ++held;
+                else if (bf != nullptr) pack_row(base, r, bf);
+            }
+            if (held == 16) {
+                pack16(base, r0, block);
+            } else {
+                for (int r = r0; r < r0 + 16; ++r)
+                    if (block[r - r0] != nullptr) pack_row(base, r, block[r - r0]);
+            }
+        }
+    }
+
+    /// Rows [r0, r0 + 16) of a bf16 group from 16 bf16 rows of even k. In both layouts a k pair is one
+    /// 32-bit word, so the panel block is the 16 x (k/2) word matrix transposed: 16 x 16 tiles transposed
+    /// in registers (transpose16 moves lanes, any 32-bit data), each store one stored row's 16 lanes,
+    /// where the row-at-a-time copy scatters one 4-byte word per pair.
+    void pack16(WT* base, int r0, const bf16* const (&src)[16]) const {
+#if defined(__x86_64__)
+        if constexpr (std::is_same_v<WT, bf16>) {
+            pack16_avx512(reinterpret_cast<float*>(base), r0, src, k_ / 2);
+            return;
+        }
+#endif
+        for (int r = r0; r < r0 + 16; ++r) pack_row(base, r, src[r - r0]);
+    }
+
+#if defined(__x86_64__)
+SPECDEC_INTRINSICS_BEGIN
+    /// pack16 on words: base holds (pairs, 48) words, row i of the block starts at src[i].
+    SPECDEC_TARGET_AVX512 static void pack16_avx512(float* base, int r0, const bf16* const (&src)[16], int pairs) {
+        int q = 0;
+        for (; q + 16 <= pairs; q += 16) {
+            __m512 v[16];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(reinterpret_cast<const float*>(src[i] + 2 * q));
+            detail::transpose16(v);  // v[t]: pair q + t of the 16 rows
+#pragma GCC unroll 16
+            for (int t = 0; t < 16; ++t) _mm512_storeu_ps(base + static_cast<std::size_t>(q + t) * kPanelGroupRows + r0, v[t]);
+        }
+        for (; q < pairs; ++q)
+            for (int i = 0; i < 16; ++i) std::memcpy(base + static_cast<std::size_t>(q) * kPanelGroupRows + r0 + i, src[i] + 2 * q, 4);
+    }
+SPECDEC_INTRINSICS_END
+#endif
+
+    /// Row r of a group from `src` (k values): within a group, (r, p) is at index(r, p) (g = 0).
+    template <class T>
+    void pack_row(WT* base, int r, const T* src) const {
+        constexpr std::size_t w = static_cast<std::size_t>(kPanelGroupRows) * kStep;  // stored row of a group
+        WT* out = base + static_cast<std::size_t>(r) * kStep;
+        int p = 0;
+        if constexpr (std::is_same_v<T, bf16> && std::is_same_v<WT, bf16>)  // a pair is one 32-bit word in both
+            for (; p + 2 <= k_; p += 2, out += w) std::memcpy(out, src + p, 4);
+        for (; p + kStep <= k_; p += kStep, out += w) {
+            out[0] = narrow(src[p]);
+            if constexpr (kStep == 2) out[1] = narrow(src[p + 1]);
+        }
+        if constexpr (kStep == 2)
+            if (p < k_) {  // odd k: the last value and its zero partner
+                out[0] = narrow(src[p]);
+                out[1] = WT{};
+            }
+    }
 
     int m_ = 0, k_ = 0, kp_ = 0;
-    HugeVector<WT> data_;  // streamed whole every step: on huge pages (huge_pages.hpp)
+    UninitializedHugeVector<WT> data_;  // streamed whole every step: on huge pages (huge_pages.hpp)
 };
 
 namespace detail {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "deferred_matrices.hpp"
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "../core/rng.hpp"
@@ -35,6 +36,9 @@ struct Weights {
     std::vector<LayerWeights> layers;
     std::vector<float> norm;     // (D)    model.norm.weight
     std::vector<float> lm_head;  // (V, D) lm_head.weight; empty when tie_word_embeddings
+    /// Set by a loader asked to defer (LoadOptions::defer_matrices): the matrices it names are empty
+    /// above and read from the file when a CpuModel packs them.
+    std::shared_ptr<const DeferredMatrices> deferred;
 
     const std::vector<float>& output_matrix() const { return lm_head.empty() ? embed : lm_head; }
 };
@@ -64,8 +68,10 @@ void for_each_tensor(W& w, const Config& c, F&& f) {
     if (!c.tie_word_embeddings) f(std::string("lm_head.weight"), w.lm_head, V * D);
 }
 
-/// Checks every tensor has the size the config implies; throws naming the tensor.
-SPECDEC_INLINE void validate(const Weights& w, const Config& c);
+/// Checks every tensor has the size the config implies; throws naming the tensor. A matrix left in its
+/// file (Weights::deferred) passes only with `allow_deferred` (a CpuModel packs it from there); anything
+/// else needs the values in memory and is told to load without LoadOptions::defer_matrices.
+SPECDEC_INLINE void validate(const Weights& w, const Config& c, bool allow_deferred = false);
 SPECDEC_INLINE std::size_t parameter_count(const Weights& w, const Config& c);
 /// Random weights: N(0, std) matrices (std = 0.02 like HF's initializer_range, or larger to get a
 /// peaky, deterministic-looking random model), unit norms. For tests and benchmarks.
@@ -92,12 +98,24 @@ struct NormalStream {
 
 #if SPECDEC_BODIES
 
-SPECDEC_INLINE void validate(const Weights& w, const Config& c) {
+SPECDEC_INLINE void validate(const Weights& w, const Config& c, bool allow_deferred) {
     detail::require(static_cast<int>(w.layers.size()) == c.num_hidden_layers, "weights", [&] {
         return "config has num_hidden_layers " + std::to_string(c.num_hidden_layers) + ", weights have " +
                std::to_string(w.layers.size()) + " layers";
     });
-    for_each_tensor(w, c, [](const std::string& name, const std::vector<float>& t, std::size_t n) {
+    for_each_tensor(w, c, [&](const std::string& name, const std::vector<float>& t, std::size_t n) {
+        const MatrixRows* in_file = t.empty() && w.deferred ? w.deferred->find(name) : nullptr;
+        if (in_file != nullptr) {
+            detail::require(allow_deferred, "weights", [&] {
+                return "tensor '" + name + "' was left in its file (loaded with LoadOptions::defer_matrices, for a CpuModel "
+                       "only); this needs it in memory: load the model without defer_matrices";
+            });
+            detail::require(static_cast<std::size_t>(in_file->m) * static_cast<std::size_t>(in_file->k) == n, "weights", [&] {
+                return "tensor '" + name + "': expected " + std::to_string(n) + " values, the file holds (" +
+                       std::to_string(in_file->m) + ", " + std::to_string(in_file->k) + ")";
+            });
+            return;
+        }
         detail::require(t.size() == n, "weights", [&] {
             return "tensor '" + name + "': expected " + std::to_string(n) + " floats, got " + std::to_string(t.size());
         });

@@ -78,15 +78,17 @@ inline Vocab load_vocab(const fs::path& path) {
 }
 
 /// Loads a model of any format with its tokenizer (`tokenizer` overrides the default file; empty = default).
-inline LoadedModel load_model(const fs::path& path, const fs::path& tokenizer = {}) {
+/// `options` reach the HF and GGUF loaders: generate defers the matrices to the model (no float32 copy),
+/// convert reads them.
+inline LoadedModel load_model(const fs::path& path, const fs::path& tokenizer = {}, LoadOptions options = {}) {
     LoadedModel m;
     m.path = path;
     m.format = format_of(path);
     switch (m.format) {
-        case ModelFormat::kHfFolder: m.checkpoint = load_checkpoint(path); break;
+        case ModelFormat::kHfFolder: m.checkpoint = load_checkpoint(path, options); break;
         case ModelFormat::kLlama2c: m.checkpoint = load_llama2c(path); break;
         case ModelFormat::kGguf: {
-            GgufModel g = load_gguf(path);
+            GgufModel g = load_gguf(path, options);
             m.checkpoint = Checkpoint{g.config, std::move(g.weights)};
             if (g.tokenizer && tokenizer.empty()) {  // the file's own tokenizer, unless --tokenizer names another
                 m.vocab = Vocab(*g.tokenizer);

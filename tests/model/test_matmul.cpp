@@ -540,6 +540,27 @@ TEST_CASE("panels hold every weight once, where index() says, and zeros in the p
     CHECK(pf.groups() * specdec::kPanelGroupRows == m_pad);
 }
 
+TEST_CASE("panels packed from bf16 rows, in parallel, equal panels packed from float rows", "[matmul][panels]") {
+    // bf16 rows of even k take pack16 (16 rows transposed in registers) where AVX-512 runs; the rest,
+    // and RowRef rows (a loader's), the row-at-a-time copy. Every layout must be the same, padding included.
+    const int m = GENERATE(5, 16, 47, 100), k = GENERATE(2, 7, 34, 70);
+    std::vector<bf16> Wb(std::size_t(m) * k);
+    std::vector<float> Wf(Wb.size());
+    for (std::size_t i = 0; i < Wb.size(); ++i) Wf[i] = specdec::to_float(Wb[i] = specdec::to_bf16(0.01f * float(i % 997) - 3.0f));
+    ThreadPool pool(2);
+    const specdec::PanelMatrix<bf16> from_float(m, k, [&](int j) { return Wf.data() + std::size_t(j) * k; });
+    const specdec::PanelMatrix<bf16> from_bf16(&pool, m, k, [&](int j) { return Wb.data() + std::size_t(j) * k; });
+    const specdec::PanelMatrix<bf16> from_refs(&pool, m, k, [&](int j) {
+        return j % 3 == 0 ? specdec::RowRef{.f32 = Wf.data() + std::size_t(j) * k} : specdec::RowRef{.bf = Wb.data() + std::size_t(j) * k};
+    });
+    const std::size_t stored = std::size_t(from_float.groups()) * specdec::kPanelGroupRows * from_float.padded_cols();
+    CAPTURE(m, k);
+    for (std::size_t i = 0; i < stored; ++i) {
+        REQUIRE(from_bf16.data()[i].bits == from_float.data()[i].bits);
+        REQUIRE(from_refs.data()[i].bits == from_float.data()[i].bits);
+    }
+}
+
 TEST_CASE("panel_matmul handles empty products and rejects a negative n", "[matmul][panels]") {
     if (!specdec::panels_available()) {
         WARN("this CPU lacks AVX-512: panel_matmul is not tested");
