@@ -5,6 +5,8 @@
 //     gguf_interop against MODEL PROMPT LLAMA_IDS LOGITS.f32   llama.cpp's ids and logits (scripts/llama_cpp_logits.cpp)
 //                                                              against specdec's on the same tokens
 //     gguf_interop same MODEL_A MODEL_B PROMPT N               the logits of two files of one model, compared
+//     gguf_interop tiny HF_DIR                                 a tiny random HF folder (untied, GQA, bf16, its own
+//                                                              byte-level tokenizer): the source of tests/data/gguf/llama_cpp/
 //
 // MODEL is a .gguf or an HF folder (config.json, safetensors, tokenizer.json).
 // Built by the script with: g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o build/llama_cpp/gguf_interop -pthread
@@ -58,8 +60,6 @@ std::vector<float> step_logits(CpuModel& model, const std::vector<int>& tokens, 
     const Rows rows = model.forward(chain, 0);
     return {rows.data.begin() + static_cast<std::ptrdiff_t>((prompt_len - 1) * rows.cols), rows.data.end()};
 }
-
-int argmax(std::span<const float> x) { return static_cast<int>(std::max_element(x.begin(), x.end()) - x.begin()); }
 
 /// Prints the largest |a - b| and the logits' range; returns how many rows' argmax differ.
 int compare_rows(const std::vector<float>& a, const std::vector<float>& b, int cols) {
@@ -124,6 +124,14 @@ int main(int argc, char** argv) try {
             throw std::runtime_error(std::string(argv[5]) + " does not hold " + std::to_string(theirs.size()) + " rows of " +
                                      std::to_string(m.config.vocab_size) + " logits");
         const int argmax_diff = compare_rows(ours, llama, m.config.vocab_size);
+        if (g.tokens != theirs) {  // where the two greedy paths part, and how close specdec's own choice was there
+            const std::size_t k = static_cast<std::size_t>(std::mismatch(g.tokens.begin(), g.tokens.end(), theirs.begin(), theirs.end()).first - g.tokens.begin());
+            if (k < theirs.size()) {
+                const std::span<const float> row(ours.data() + k * static_cast<std::size_t>(m.config.vocab_size), static_cast<std::size_t>(m.config.vocab_size));
+                std::printf("first different token: %zu; there specdec's logit for llama.cpp's token %d is %.3g below its best (%d)\n", k,
+                            theirs[k], static_cast<double>(row[static_cast<std::size_t>(argmax(row))] - row[static_cast<std::size_t>(theirs[k])]), argmax(row));
+            }
+        }
         return prompt == their_prompt && g.tokens == theirs && argmax_diff == 0 ? 0 : 1;
     }
     if (mode == "same" && argc == 6) {
@@ -141,9 +149,23 @@ int main(int argc, char** argv) try {
         std::printf("%s logits (bit for bit) on %zu tokens\n", same ? "SAME" : "DIFFERENT", tokens.size());
         return same ? 0 : 1;
     }
+    if (mode == "tiny" && argc == 3) {
+        const std::string dir = argv[2];
+        std::filesystem::create_directories(dir);
+        const std::string corpus =
+            "Once upon a time there was a little llama. The llama lived on a hill and ate grass every day. "
+            "One day the llama met a fox, and the fox said: \"Where are you going, little llama?\" ";
+        const Tokenizer tok = Tokenizer::train(corpus, 300);
+        tok.save(dir + "/tokenizer.json");
+        Config c;
+        c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+        c.num_key_value_heads = 2, c.vocab_size = tok.vocab_size(), c.max_position_embeddings = 128;
+        save_checkpoint(dir, c, random_weights(c, 7, 0.25f), SaveFormat::kBF16);  // std 0.25: a peaked argmax
+        return 0;
+    }
     std::fprintf(stderr,
                  "usage: gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0] | greedy MODEL PROMPT N |\n"
-                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N\n");
+                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny HF_DIR\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "gguf_interop: %s\n", e.what());

@@ -3,7 +3,7 @@
 # is a GPT-2-style byte-level BPE (models/target), where Hugging Face `transformers` is not installed.
 # Part of scripts/llama_cpp_interop.sh (outside CI):
 #
-#     python3 scripts/llama_cpp_convert.py LLAMA_CPP_SRC HF_DIR OUT.gguf
+#     python3 scripts/llama_cpp_convert.py LLAMA_CPP_SRC HF_DIR OUT.gguf [f32|bf16|f16|q8_0]   (default f32)
 #
 # Needs numpy and torch (Debian: python3-numpy python3-torch). Everything that decides the file's layout is
 # llama.cpp's code, unchanged: LlamaModel (config -> llama.* keys, HF names -> GGUF names, q/k rows permuted
@@ -24,9 +24,10 @@ import sys
 import types
 from pathlib import Path
 
-if len(sys.argv) != 4:
-    sys.exit("usage: llama_cpp_convert.py LLAMA_CPP_SRC HF_DIR OUT.gguf")
+if len(sys.argv) not in (4, 5):
+    sys.exit("usage: llama_cpp_convert.py LLAMA_CPP_SRC HF_DIR OUT.gguf [f32|bf16|f16|q8_0]")
 src, hf_dir, out = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+outtype = sys.argv[4] if len(sys.argv) == 5 else "f32"
 
 
 class _AddedToken:
@@ -104,5 +105,5 @@ def _pre_name(self, tokenizer):
 
 TextModel.get_vocab_base_pre = _pre_name
 
-sys.argv = ["convert_hf_to_gguf.py", str(hf_dir), "--outtype", "f32", "--outfile", out]
+sys.argv = ["convert_hf_to_gguf.py", str(hf_dir), "--outtype", outtype, "--outfile", out]
 convert_hf_to_gguf.main()

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # llama.cpp interop, outside CI: builds llama.cpp from the source the npm package node-llama-cpp ships
 # (llama/gitRelease.bundle, a git bundle) in build/llama_cpp/ (gitignored), then checks, on models/target:
-#   1. specdec writes, llama.cpp reads: models/target exported by specdec (F32, Q8_0);
+#   1. specdec writes, llama.cpp reads: models/target exported by specdec (F32, F16, BF16, Q8_0);
 #   2. llama.cpp writes, specdec reads: llama.cpp's own convert_hf_to_gguf.py (q/k rows permuted for its
 #      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
 #   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q6_K.
-# Each file is decoded greedily by both sides twice: as text (llama.cpp's llama-simple, its defaults) and as
-# token ids with each step's logits (scripts/llama_cpp_logits.cpp, on llama.h), compared with specdec's
-# (scripts/gguf_interop.cpp). Lines to read: SAME / DIFFERENT.
+# Each file is decoded greedily by both sides twice: as token ids with each step's logits
+# (scripts/llama_cpp_logits.cpp on llama.h: F32 cache, no flash attention; decides the exit status) and as
+# text (llama.cpp's llama-simple with its defaults: reported), compared with specdec's (scripts/gguf_interop.cpp).
+# Lines to read: SAME / DIFFERENT.
 #
-#     bash scripts/llama_cpp_interop.sh [--vocab] [PROMPT] [N]
+#     bash scripts/llama_cpp_interop.sh [--vocab | --golden] [PROMPT] [N]
 #
+# --golden only (re)writes tests/data/gguf/llama_cpp/, the files tests/io/test_gguf_llama_cpp.cpp checks in CI:
+# a tiny HF folder (gguf_interop tiny), llama.cpp's BF16 conversion of it, and llama.cpp's ids and logits on it.
 # --vocab only copies llama.cpp's Meta-licensed test vocabularies (ggml-vocab-llama-spm.gguf,
 # ggml-vocab-llama-bpe.gguf) into tests/data/gguf/cache/, where tests/io/test_gguf_golden.cpp looks.
 # Needs npm (once, to fetch the package), git, cmake, g++; for 2 and 3 a python3 with numpy, torch,
@@ -37,6 +40,8 @@ if [[ "${1:-}" == "--vocab" ]]; then
     echo "copied to tests/data/gguf/cache/"
     exit 0
 fi
+golden=0
+if [[ "${1:-}" == "--golden" ]]; then golden=1; shift; fi
 prompt=${1:-Once upon a time}
 n=${2:-32}
 
@@ -51,34 +56,64 @@ echo "== building scripts/llama_cpp_logits.cpp (on llama.h) and scripts/gguf_int
 nice -n 19 g++ -std=c++17 -O2 -I"$cache/src/include" -I"$cache/src/ggml/include" scripts/llama_cpp_logits.cpp -o "$cache/llama_cpp_logits" \
     "$cache/build/src/libllama.a" "$cache/build/ggml/src/libggml.a" "$cache/build/ggml/src/libggml-cpu.a" \
     "$cache/build/ggml/src/libggml-base.a" -fopenmp -pthread -ldl
-nice -n 19 g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o "$cache/gguf_interop" -pthread
-
-status=0
-check() {  # check NAME FILE: llama.cpp against specdec on FILE, as text (llama-simple) and as ids and logits
-    local name=$1 file=$2
-    local ours theirs
-    echo "-- $name: $file"
-    ours=$("$cache/gguf_interop" greedy "$file" "$prompt" "$n" 2>"$cache/$name.specdec.err") || { cat "$cache/$name.specdec.err"; status=1; return; }
-    theirs=$("$bin/llama-simple" -m "$file" -n "$n" "$prompt" 2>"$cache/$name.llama.err") || { tail -5 "$cache/$name.llama.err"; status=1; return; }
-    theirs=${theirs#"$prompt"}  # llama-simple prints the prompt's pieces first (no BOS here: add_bos_token is false)
-    echo "specdec:   $ours"
-    echo "llama.cpp: $theirs"
-    if [[ "$ours" == "$theirs" ]]; then echo "SAME greedy text (llama-simple)"; else echo "DIFFERENT greedy text (llama-simple)"; status=1; fi
-    "$cache/llama_cpp_logits" "$file" "$prompt" "$n" "$cache/$name.logits" >"$cache/$name.ids" 2>"$cache/$name.logits.err" || { cat "$cache/$name.logits.err"; status=1; return; }
-    "$cache/gguf_interop" against "$file" "$prompt" "$cache/$name.ids" "$cache/$name.logits" || status=1
-}
-
-echo "== 1. specdec writes models/target as GGUF; llama.cpp and specdec decode it"
-for t in f32 q8_0; do
-    "$cache/gguf_interop" export models/target "$cache/target.$t.gguf" "$t"
-    check "export-$t" "$cache/target.$t.gguf"
-done
+if [[ ! -x "$cache/gguf_interop" || -n "$(find scripts/gguf_interop.cpp specdec.hpp detail -newer "$cache/gguf_interop" -print -quit)" ]]; then
+    nice -n 19 g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o "$cache/gguf_interop" -pthread
+fi
 
 py=python3
 for p in python3 /usr/bin/python3; do
     if "$p" -c "import numpy, torch, sentencepiece, tqdm" 2>/dev/null; then py=$p; break; fi
 done
-if ! "$py" -c "import numpy, torch, sentencepiece, tqdm" 2>/dev/null; then
+have_py=0
+"$py" -c "import numpy, torch, sentencepiece, tqdm" 2>/dev/null && have_py=1
+
+if ((golden)); then
+    ((have_py)) || { echo "--golden needs a python3 with numpy, torch, sentencepiece and tqdm"; exit 1; }
+    g=tests/data/gguf/llama_cpp
+    rm -f "$g"/*.json "$g"/*.safetensors "$g"/*.gguf "$g"/llama_cpp.* "$g"/prompt.txt
+    "$cache/gguf_interop" tiny "$g"
+    "$py" scripts/llama_cpp_convert.py "$cache/src" "$g" "$g/converted.f32.gguf" f32 >"$cache/convert-golden.log" 2>&1 ||
+        { tail -20 "$cache/convert-golden.log"; exit 1; }
+    golden_prompt="The llama met a fox on the hill."
+    printf '%s' "$golden_prompt" >"$g/prompt.txt"
+    "$cache/llama_cpp_logits" "$g/converted.f32.gguf" "$golden_prompt" 16 "$g/llama_cpp.logits.f32" >"$g/llama_cpp.ids"
+    "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16
+    "$cache/gguf_interop" against "$g/converted.f32.gguf" "$golden_prompt" "$g/llama_cpp.ids" "$g/llama_cpp.logits.f32"
+    ls -l "$g"
+    exit 0
+fi
+
+status=0
+check() {  # check NAME FILE: llama.cpp against specdec on FILE, as ids and logits, then as llama-simple's text
+    local name=$1 file=$2
+    local ours theirs
+    echo "-- $name: $file"
+    # Exact settings (F32 cache, no flash attention): ids and every step's logits. This decides the exit status.
+    "$cache/llama_cpp_logits" "$file" "$prompt" "$n" "$cache/$name.logits" >"$cache/$name.ids" 2>"$cache/$name.logits.err" || { cat "$cache/$name.logits.err"; status=1; return; }
+    "$cache/gguf_interop" against "$file" "$prompt" "$cache/$name.ids" "$cache/$name.logits" || status=1
+    # llama-simple, llama.cpp's defaults (F16 cache, flash attention): the text. Reported, not decisive: its
+    # rounding may flip a near-tie, and the line after DIFFERENT says how near it was.
+    ours=$("$cache/gguf_interop" greedy "$file" "$prompt" "$n" 2>"$cache/$name.specdec.err") || { cat "$cache/$name.specdec.err"; status=1; return; }
+    theirs=$("$bin/llama-simple" -m "$file" -n "$n" "$prompt" 2>"$cache/$name.llama.err") || { tail -5 "$cache/$name.llama.err"; status=1; return; }
+    theirs=${theirs#"$prompt"}  # llama-simple prints the prompt's pieces first (no BOS here: add_bos_token is false)
+    echo "specdec:   $ours"
+    echo "llama.cpp: $theirs"
+    if [[ "$ours" == "$theirs" ]]; then
+        echo "SAME greedy text (llama-simple, llama.cpp's defaults)"
+    else
+        echo "DIFFERENT greedy text (llama-simple, llama.cpp's defaults); the same settings through llama.h:"
+        "$cache/llama_cpp_logits" "$file" "$prompt" "$n" "$cache/$name.defaults.logits" --defaults >"$cache/$name.defaults.ids" 2>/dev/null &&
+            "$cache/gguf_interop" against "$file" "$prompt" "$cache/$name.defaults.ids" "$cache/$name.defaults.logits" | sed 's/^/   /' || true
+    fi
+}
+
+echo "== 1. specdec writes models/target as GGUF; llama.cpp and specdec decode it"
+for t in f32 f16 bf16 q8_0; do
+    "$cache/gguf_interop" export models/target "$cache/target.$t.gguf" "$t"
+    check "export-$t" "$cache/target.$t.gguf"
+done
+
+if ((!have_py)); then
     echo "== 2, 3 skipped: no python3 with numpy, torch, sentencepiece and tqdm, which convert_hf_to_gguf.py needs"
     exit $status
 fi
@@ -93,7 +128,7 @@ echo "== 3. llama.cpp's llama-quantize requantizes the converted file; specdec r
 for t in Q8_0 Q4_0 Q6_K; do
     "$bin/llama-quantize" "$cache/target.converted.gguf" "$cache/target.llama-$t.gguf" "$t" 2 >"$cache/quantize-$t.log" 2>&1 ||
         { tail -5 "$cache/quantize-$t.log"; status=1; continue; }
-    echo "   tensor types: $(grep -o 'converting to [a-z0-9_]*\|size = .* MiB$' "$cache/quantize-$t.log" | grep -o 'to [a-z0-9_]*' | sort | uniq -c | tr -s ' \n' ' ')"
+    echo "   llama-quantize wrote: $(sed -n 's/.*type = *\([A-Za-z0-9_]*\), converting to \([A-Za-z0-9_]*\) .*/\2/p; s/.*type = *\([A-Za-z0-9_]*\), size.*/\1/p' "$cache/quantize-$t.log" | sort | uniq -c | awk '{printf "%s%d %s", (NR > 1 ? ", " : ""), $1, $2}') tensors"
     check "llama-$t" "$cache/target.llama-$t.gguf"
 done
 exit $status
