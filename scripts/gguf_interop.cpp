@@ -1,17 +1,81 @@
 // scripts/gguf_interop.cpp — the specdec side of scripts/llama_cpp_interop.sh (outside CI):
 //
 //     gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0]   HF folder + tokenizer.json -> GGUF
-//     gguf_interop greedy MODEL.gguf PROMPT N                  N greedy tokens after PROMPT, printed as text
+//     gguf_interop greedy MODEL PROMPT N                       N greedy tokens after PROMPT, printed as text
+//     gguf_interop against MODEL PROMPT LLAMA_IDS LOGITS.f32   llama.cpp's ids and logits (scripts/llama_cpp_logits.cpp)
+//                                                              against specdec's on the same tokens
+//     gguf_interop same MODEL_A MODEL_B PROMPT N               the logits of two files of one model, compared
+//     gguf_interop tiny HF_DIR                                 a tiny random HF folder (untied, GQA, bf16, its own
+//                                                              byte-level tokenizer): the source of tests/data/gguf/llama_cpp/
 //
+// MODEL is a .gguf or an HF folder (config.json, safetensors, tokenizer.json).
 // Built by the script with: g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o build/llama_cpp/gguf_interop -pthread
 // SPDX-License-Identifier: MIT
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "specdec.hpp"
 
 using namespace specdec;
+
+namespace {
+
+GgufModel load_any(const std::string& path) {
+    if (std::filesystem::is_directory(path)) {
+        Checkpoint ck = load_checkpoint(path);
+        return GgufModel{ck.config, std::move(ck.weights), GgufTokenizer(Tokenizer::load(path + "/tokenizer.json"))};
+    }
+    GgufModel m = load_gguf(path);
+    if (!m.tokenizer) throw std::runtime_error(path + " has no tokenizer");
+    return m;
+}
+
+std::string ids_text(const std::vector<int>& ids) {
+    std::string s;
+    for (int id : ids) s += " " + std::to_string(id);
+    return s;
+}
+
+std::vector<int> ids_after(const std::string& text, const std::string& label) {  // "label: 1 2 3" in text
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind(label + ":", 0) == 0) {
+            std::istringstream ids(line.substr(label.size() + 1));
+            std::vector<int> v;
+            for (int id; ids >> id;) v.push_back(id);
+            return v;
+        }
+    throw std::runtime_error("no '" + label + ":' line in llama.cpp's output");
+}
+
+/// The next-token logits (one row per step) at every position from prompt_len - 1 on, for tokens = prompt + more.
+std::vector<float> step_logits(CpuModel& model, const std::vector<int>& tokens, std::size_t prompt_len) {
+    const Tree chain = Tree::chain(tokens);
+    const Rows rows = model.forward(chain, 0);
+    return {rows.data.begin() + static_cast<std::ptrdiff_t>((prompt_len - 1) * rows.cols), rows.data.end()};
+}
+
+/// Prints the largest |a - b| and the logits' range; returns how many rows' argmax differ.
+int compare_rows(const std::vector<float>& a, const std::vector<float>& b, int cols) {
+    float diff = 0, scale = 0;
+    int argmax_diff = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(a[i]));
+    for (std::size_t r = 0; r * static_cast<std::size_t>(cols) < a.size(); ++r) {
+        const std::span<const float> ra(a.data() + r * cols, static_cast<std::size_t>(cols)), rb(b.data() + r * cols, static_cast<std::size_t>(cols));
+        argmax_diff += argmax(ra) != argmax(rb);
+    }
+    std::printf("logits: %zu steps x %d, max |diff| %.3g (largest |logit| %.3g), argmax differs at %d steps\n",
+                a.size() / static_cast<std::size_t>(cols), cols, static_cast<double>(diff), static_cast<double>(scale), argmax_diff);
+    return argmax_diff;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) try {
     const std::string mode = argc > 1 ? argv[1] : "";
@@ -25,19 +89,83 @@ int main(int argc, char** argv) try {
         return 0;
     }
     if (mode == "greedy" && argc == 5) {
-        GgufModel m = load_gguf(argv[2]);
-        if (!m.tokenizer) throw std::runtime_error("the file has no tokenizer");
+        GgufModel m = load_any(argv[2]);
         const std::vector<int> prompt = m.tokenizer->encode(argv[3]);
         CpuModel model(m.config, std::move(m.weights));
         const Generation g = autoregressive_generate(
             model, prompt, GenerateOptions{.max_new_tokens = std::atoi(argv[4]), .eos_token = m.tokenizer->eos_id()});  // llama-simple stops there too
         std::printf("%s", m.tokenizer->decode(g.tokens).c_str());
-        std::fprintf(stderr, "ids:");
-        for (int id : g.tokens) std::fprintf(stderr, " %d", id);
-        std::fprintf(stderr, "\n");
+        std::fprintf(stderr, "prompt:%s\ngreedy:%s\n", ids_text(prompt).c_str(), ids_text(g.tokens).c_str());
         return 0;
     }
-    std::fprintf(stderr, "usage: gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0] | greedy MODEL.gguf PROMPT N\n");
+    if (mode == "against" && argc == 6) {
+        GgufModel m = load_any(argv[2]);
+        std::ifstream ids_file(argv[4]);
+        const std::string llama_out((std::istreambuf_iterator<char>(ids_file)), std::istreambuf_iterator<char>());
+        const std::vector<int> their_prompt = ids_after(llama_out, "prompt"), theirs = ids_after(llama_out, "greedy");
+        const std::vector<int> prompt = m.tokenizer->encode(argv[3]);
+        CpuModel model(m.config, std::move(m.weights));
+        const Generation g = autoregressive_generate(
+            model, prompt, GenerateOptions{.max_new_tokens = static_cast<int>(theirs.size()), .eos_token = m.tokenizer->eos_id()});
+        std::printf("prompt ids  specdec:%s\n            llama.cpp:%s  %s\n", ids_text(prompt).c_str(), ids_text(their_prompt).c_str(),
+                    prompt == their_prompt ? "SAME" : "DIFFERENT");
+        std::printf("greedy ids  specdec:%s\n            llama.cpp:%s  %s\n", ids_text(g.tokens).c_str(), ids_text(theirs).c_str(),
+                    g.tokens == theirs ? "SAME" : "DIFFERENT");
+        // specdec's logits on llama.cpp's tokens, row for row against the ones llama.cpp sampled from.
+        std::vector<int> tokens = their_prompt;
+        tokens.insert(tokens.end(), theirs.begin(), theirs.end());
+        tokens.pop_back();
+        model.reset();
+        const std::vector<float> ours = step_logits(model, tokens, their_prompt.size());
+        std::vector<float> llama(ours.size());
+        std::ifstream lf(argv[5], std::ios::binary);
+        lf.read(reinterpret_cast<char*>(llama.data()), static_cast<std::streamsize>(llama.size() * sizeof(float)));
+        if (lf.gcount() != static_cast<std::streamsize>(llama.size() * sizeof(float)) || lf.peek() != EOF)
+            throw std::runtime_error(std::string(argv[5]) + " does not hold " + std::to_string(theirs.size()) + " rows of " +
+                                     std::to_string(m.config.vocab_size) + " logits");
+        const int argmax_diff = compare_rows(ours, llama, m.config.vocab_size);
+        if (g.tokens != theirs) {  // where the two greedy paths part, and how close specdec's own choice was there
+            const std::size_t k = static_cast<std::size_t>(std::mismatch(g.tokens.begin(), g.tokens.end(), theirs.begin(), theirs.end()).first - g.tokens.begin());
+            if (k < theirs.size()) {
+                const std::span<const float> row(ours.data() + k * static_cast<std::size_t>(m.config.vocab_size), static_cast<std::size_t>(m.config.vocab_size));
+                std::printf("first different token: %zu; there specdec's logit for llama.cpp's token %d is %.3g below its best (%d)\n", k,
+                            theirs[k], static_cast<double>(row[static_cast<std::size_t>(argmax(row))] - row[static_cast<std::size_t>(theirs[k])]), argmax(row));
+            }
+        }
+        return prompt == their_prompt && g.tokens == theirs && argmax_diff == 0 ? 0 : 1;
+    }
+    if (mode == "same" && argc == 6) {
+        GgufModel a = load_any(argv[2]), b = load_any(argv[3]);
+        const std::vector<int> prompt = a.tokenizer->encode(argv[4]);
+        if (b.tokenizer->encode(argv[4]) != prompt) throw std::runtime_error("the two tokenizers encode the prompt differently");
+        CpuModel ma(a.config, std::move(a.weights)), mb(b.config, std::move(b.weights));
+        const Generation g = autoregressive_generate(ma, prompt, GenerateOptions{.max_new_tokens = std::atoi(argv[5])});
+        std::vector<int> tokens = prompt;
+        tokens.insert(tokens.end(), g.tokens.begin(), g.tokens.end());
+        ma.reset();
+        const std::vector<float> la = step_logits(ma, tokens, prompt.size()), lb = step_logits(mb, tokens, prompt.size());
+        compare_rows(la, lb, a.config.vocab_size);
+        const bool same = la == lb;
+        std::printf("%s logits (bit for bit) on %zu tokens\n", same ? "SAME" : "DIFFERENT", tokens.size());
+        return same ? 0 : 1;
+    }
+    if (mode == "tiny" && argc == 3) {
+        const std::string dir = argv[2];
+        std::filesystem::create_directories(dir);
+        const std::string corpus =
+            "Once upon a time there was a little llama. The llama lived on a hill and ate grass every day. "
+            "One day the llama met a fox, and the fox said: \"Where are you going, little llama?\" ";
+        const Tokenizer tok = Tokenizer::train(corpus, 300);
+        tok.save(dir + "/tokenizer.json");
+        Config c;
+        c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 4;
+        c.num_key_value_heads = 2, c.vocab_size = tok.vocab_size(), c.max_position_embeddings = 128;
+        save_checkpoint(dir, c, random_weights(c, 7, 0.25f), SaveFormat::kBF16);  // std 0.25: a peaked argmax
+        return 0;
+    }
+    std::fprintf(stderr,
+                 "usage: gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0] | greedy MODEL PROMPT N |\n"
+                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny HF_DIR\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "gguf_interop: %s\n", e.what());

@@ -1,16 +1,25 @@
 #!/usr/bin/env bash
 # llama.cpp interop, outside CI: builds llama.cpp from the source the npm package node-llama-cpp ships
-# (llama/gitRelease.bundle, a git bundle) in build/llama_cpp/ (gitignored), then
-#   1. exports models/target (HF folder + tokenizer.json) as GGUF with specdec, greedy-decodes it with
-#      llama.cpp's llama-simple and with specdec, and compares the generated text;
-#   2. if python3 has numpy, safetensors, torch and transformers, converts models/target with llama.cpp's
-#      own convert_hf_to_gguf.py (q/k rows permuted for its RoPE) and greedy-decodes that file with specdec.
+# (llama/gitRelease.bundle, a git bundle) in build/llama_cpp/ (gitignored), then checks, on models/target:
+#   1. specdec writes, llama.cpp reads: models/target exported by specdec (F32, F16, BF16, Q8_0);
+#   2. llama.cpp writes, specdec reads: llama.cpp's own convert_hf_to_gguf.py (q/k rows permuted for its
+#      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
+#   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q6_K.
+# Each file is decoded greedily by both sides twice: as token ids with each step's logits
+# (scripts/llama_cpp_logits.cpp on llama.h: F32 cache, no flash attention; decides the exit status) and as
+# text (llama.cpp's llama-simple with its defaults: reported), compared with specdec's (scripts/gguf_interop.cpp).
+# Lines to read: SAME / DIFFERENT.
 #
-#     bash scripts/llama_cpp_interop.sh [--vocab] [PROMPT] [N]
+#     bash scripts/llama_cpp_interop.sh [--vocab | --golden] [PROMPT] [N]
 #
+# --golden only (re)writes tests/data/gguf/llama_cpp/, the files tests/io/test_gguf_llama_cpp.cpp checks in CI:
+# a tiny HF folder (gguf_interop tiny), llama.cpp's F32 conversion of it, and llama.cpp's ids and logits on it.
 # --vocab only copies llama.cpp's Meta-licensed test vocabularies (ggml-vocab-llama-spm.gguf,
 # ggml-vocab-llama-bpe.gguf) into tests/data/gguf/cache/, where tests/io/test_gguf_golden.cpp looks.
-# Needs npm (once, to fetch the package), git, cmake, g++. The build takes ~10 minutes on 2 cores.
+# Needs npm (once, to fetch the package), git, cmake, g++; for 2 and 3 a python3 with numpy, torch,
+# sentencepiece and tqdm (Debian bookworm: apt-get install python3-numpy python3-torch python3-sentencepiece
+# python3-tqdm; `transformers` is not needed, see scripts/llama_cpp_convert.py). The llama.cpp build takes
+# ~15 minutes on 2 cores (nice -n 19, -j2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=build/llama_cpp
@@ -21,9 +30,9 @@ if [[ ! -d "$cache/src/.git" ]]; then
         echo "== fetching node-llama-cpp with npm pack"
         (cd "$cache" && npm pack node-llama-cpp >/dev/null && tar xzf node-llama-cpp-*.tgz package/llama/gitRelease.bundle package/llama/llama.cpp.info.json)
     fi
-    echo "== llama.cpp $(grep -o '"tag": *"[^"]*"' "$cache/package/llama/llama.cpp.info.json") from the bundle"
     git clone -q "$cache/package/llama/gitRelease.bundle" "$cache/src"
 fi
+echo "== llama.cpp $(grep -o '"tag": *"[^"]*"' "$cache/package/llama/llama.cpp.info.json") (node-llama-cpp $(ls "$cache"/node-llama-cpp-*.tgz 2>/dev/null | sed 's/.*node-llama-cpp-//; s/\.tgz//'), commit $(git -C "$cache/src" rev-parse --short HEAD))"
 
 if [[ "${1:-}" == "--vocab" ]]; then
     mkdir -p tests/data/gguf/cache
@@ -31,42 +40,95 @@ if [[ "${1:-}" == "--vocab" ]]; then
     echo "copied to tests/data/gguf/cache/"
     exit 0
 fi
+golden=0
+if [[ "${1:-}" == "--golden" ]]; then golden=1; shift; fi
 prompt=${1:-Once upon a time}
 n=${2:-32}
 
-if [[ ! -x "$cache/build/bin/llama-simple" ]]; then
-    echo "== building llama.cpp's llama-simple (nice, -j2)"
-    cmake -S "$cache/src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
-    nice cmake --build "$cache/build" --target llama-simple -j2 >/dev/null
+bin=$cache/build/bin
+if [[ ! -x "$bin/llama-simple" || ! -x "$bin/llama-quantize" ]]; then
+    echo "== building llama.cpp's llama-simple and llama-quantize (nice -n 19, -j2)"
+    nice -n 19 cmake -S "$cache/src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
+    nice -n 19 cmake --build "$cache/build" --target llama-simple llama-quantize -j2 >/dev/null
 fi
-echo "== building scripts/gguf_interop.cpp"
-nice g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o "$cache/gguf_interop" -pthread
+echo "== building scripts/llama_cpp_logits.cpp (on llama.h) and scripts/gguf_interop.cpp (on specdec.hpp)"
+nice -n 19 g++ -std=c++17 -O2 -I"$cache/src/include" -I"$cache/src/ggml/include" scripts/llama_cpp_logits.cpp -o "$cache/llama_cpp_logits" \
+    "$cache/build/src/libllama.a" "$cache/build/ggml/src/libggml.a" "$cache/build/ggml/src/libggml-cpu.a" \
+    "$cache/build/ggml/src/libggml-base.a" -fopenmp -pthread -ldl
+if [[ ! -x "$cache/gguf_interop" || -n "$(find scripts/gguf_interop.cpp specdec.hpp detail -newer "$cache/gguf_interop" -print -quit)" ]]; then
+    nice -n 19 g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o "$cache/gguf_interop" -pthread
+fi
+
+py=python3
+for p in python3 /usr/bin/python3; do
+    if "$p" -c "import numpy, torch, sentencepiece, tqdm" 2>/dev/null; then py=$p; break; fi
+done
+have_py=0
+"$py" -c "import numpy, torch, sentencepiece, tqdm" 2>/dev/null && have_py=1
+
+if ((golden)); then
+    ((have_py)) || { echo "--golden needs a python3 with numpy, torch, sentencepiece and tqdm"; exit 1; }
+    g=tests/data/gguf/llama_cpp
+    rm -f "$g"/*.json "$g"/*.safetensors "$g"/*.gguf "$g"/llama_cpp.* "$g"/prompt.txt
+    "$cache/gguf_interop" tiny "$g"
+    "$py" scripts/llama_cpp_convert.py "$cache/src" "$g" "$g/converted.f32.gguf" f32 >"$cache/convert-golden.log" 2>&1 ||
+        { tail -20 "$cache/convert-golden.log"; exit 1; }
+    golden_prompt="The llama met a fox on the hill."
+    printf '%s' "$golden_prompt" >"$g/prompt.txt"
+    "$cache/llama_cpp_logits" "$g/converted.f32.gguf" "$golden_prompt" 16 "$g/llama_cpp.logits.f32" >"$g/llama_cpp.ids"
+    "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16
+    "$cache/gguf_interop" against "$g/converted.f32.gguf" "$golden_prompt" "$g/llama_cpp.ids" "$g/llama_cpp.logits.f32"
+    ls -l "$g"
+    exit 0
+fi
 
 status=0
-compare() {  # compare NAME FILE: llama-simple's continuation of the prompt against specdec's
+check() {  # check NAME FILE: llama.cpp against specdec on FILE, as ids and logits, then as llama-simple's text
     local name=$1 file=$2
     local ours theirs
-    ours=$("$cache/gguf_interop" greedy "$file" "$prompt" "$n" 2>"$cache/$name.specdec.err")
-    theirs=$("$cache/build/bin/llama-simple" -m "$file" -n "$n" "$prompt" 2>"$cache/$name.llama.err")
-    theirs=${theirs#"$prompt"}
-    echo "-- $name"
+    echo "-- $name: $file"
+    # Exact settings (F32 cache, no flash attention): ids and every step's logits. This decides the exit status.
+    "$cache/llama_cpp_logits" "$file" "$prompt" "$n" "$cache/$name.logits" >"$cache/$name.ids" 2>"$cache/$name.logits.err" || { cat "$cache/$name.logits.err"; status=1; return; }
+    "$cache/gguf_interop" against "$file" "$prompt" "$cache/$name.ids" "$cache/$name.logits" || status=1
+    # llama-simple, llama.cpp's defaults (F16 cache, flash attention): the text. Reported, not decisive: its
+    # rounding may flip a near-tie, and the line after DIFFERENT says how near it was.
+    ours=$("$cache/gguf_interop" greedy "$file" "$prompt" "$n" 2>"$cache/$name.specdec.err") || { cat "$cache/$name.specdec.err"; status=1; return; }
+    theirs=$("$bin/llama-simple" -m "$file" -n "$n" "$prompt" 2>"$cache/$name.llama.err") || { tail -5 "$cache/$name.llama.err"; status=1; return; }
+    theirs=${theirs#"$prompt"}  # llama-simple prints the prompt's pieces first (no BOS here: add_bos_token is false)
     echo "specdec:   $ours"
     echo "llama.cpp: $theirs"
-    if [[ "$ours" == "$theirs" ]]; then echo "SAME greedy text ($n tokens)"; else echo "DIFFERENT"; status=1; fi
+    if [[ "$ours" == "$theirs" ]]; then
+        echo "SAME greedy text (llama-simple, llama.cpp's defaults)"
+    else
+        echo "DIFFERENT greedy text (llama-simple, llama.cpp's defaults); the same settings through llama.h:"
+        "$cache/llama_cpp_logits" "$file" "$prompt" "$n" "$cache/$name.defaults.logits" --defaults >"$cache/$name.defaults.ids" 2>/dev/null &&
+            "$cache/gguf_interop" against "$file" "$prompt" "$cache/$name.defaults.ids" "$cache/$name.defaults.logits" | sed 's/^/   /' || true
+    fi
 }
 
-echo "== 1. specdec exports models/target; llama.cpp and specdec decode it greedily"
-for t in f32 q8_0; do
+echo "== 1. specdec writes models/target as GGUF; llama.cpp and specdec decode it"
+for t in f32 f16 bf16 q8_0; do
     "$cache/gguf_interop" export models/target "$cache/target.$t.gguf" "$t"
-    compare "export-$t" "$cache/target.$t.gguf"
+    check "export-$t" "$cache/target.$t.gguf"
 done
 
-echo "== 2. llama.cpp's converter writes models/target; specdec and llama.cpp decode it greedily"
-if python3 -c "import numpy, safetensors, torch, transformers" 2>/dev/null; then
-    python3 "$cache/src/convert_hf_to_gguf.py" models/target --outtype f32 --outfile "$cache/target.converted.gguf"
-    compare "converted" "$cache/target.converted.gguf"
-else
-    echo "skipped: python3 lacks numpy / safetensors / torch / transformers, which convert_hf_to_gguf.py needs"
+if ((!have_py)); then
+    echo "== 2, 3 skipped: no python3 with numpy, torch, sentencepiece and tqdm, which convert_hf_to_gguf.py needs"
+    exit $status
 fi
+echo "== 2. llama.cpp's convert_hf_to_gguf.py writes models/target (F32, q/k permuted); specdec reads it"
+"$py" scripts/llama_cpp_convert.py "$cache/src" models/target "$cache/target.converted.gguf" >"$cache/convert.log" 2>&1 ||
+    { tail -20 "$cache/convert.log"; exit 1; }
+echo "-- specdec: the HF folder against llama.cpp's conversion of it"
+"$cache/gguf_interop" same models/target "$cache/target.converted.gguf" "$prompt" "$n" || status=1
+check converted "$cache/target.converted.gguf"
+
+echo "== 3. llama.cpp's llama-quantize requantizes the converted file; specdec reads what it wrote"
+for t in Q8_0 Q4_0 Q6_K; do
+    "$bin/llama-quantize" "$cache/target.converted.gguf" "$cache/target.llama-$t.gguf" "$t" 2 >"$cache/quantize-$t.log" 2>&1 ||
+        { tail -5 "$cache/quantize-$t.log"; status=1; continue; }
+    echo "   llama-quantize wrote: $(sed -n 's/.*type = *\([A-Za-z0-9_]*\), converting to \([A-Za-z0-9_]*\) .*/\2/p; s/.*type = *\([A-Za-z0-9_]*\), size.*/\1/p' "$cache/quantize-$t.log" | sort | uniq -c | awk '{printf "%s%d %s", (NR > 1 ? ", " : ""), $1, $2}') tensors"
+    check "llama-$t" "$cache/target.llama-$t.gguf"
+done
 exit $status
