@@ -43,22 +43,7 @@ int main(int argc, char** argv) try {
     const auto prompts = example::read_prompts("data/prompts.jsonl", n_prompts);
     bool lossless = true;
     const auto measure = [&](const char* name, auto&& generate) {
-        double t_plain = 0, t_spec = 0;
-        long tokens = 0, steps = 0, nodes = 0, identical = 0;
-        for (const example::Prompt& p : prompts) {
-            const std::vector<int> prompt = tok.encode(p.text);
-            const GenerateOptions o{.max_new_tokens = 64};
-            Generation plain, spec;
-            t_plain += example::seconds([&] { plain = autoregressive_generate(target, prompt, o); });
-            t_spec += example::seconds([&] { spec = generate(prompt, o); });
-            tokens += static_cast<long>(spec.tokens.size());
-            steps += spec.n_target_calls();
-            for (const StepRecord& s : spec.steps) nodes += s.n_drafted;
-            identical += spec.tokens == plain.tokens;
-        }
-        std::printf("%-8s tau %.2f, %5.1f draft nodes per step, speedup %.2fx, identical to plain greedy on %ld/%zu prompts\n",
-                    name, double(tokens) / steps, double(nodes) / steps, t_plain / t_spec, identical, prompts.size());
-        lossless = lossless && identical == static_cast<long>(prompts.size());
+        lossless = example::compare_with_greedy(name, 8, target, tok, prompts, generate) && lossless;
     };
     measure("EAGLE-2", [&](auto prompt, auto o) {
         return speculative_generate(target, eagle_drafts, tree, verifier, acceptor, prompt, o);

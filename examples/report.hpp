@@ -54,6 +54,29 @@ double seconds(F&& f) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+/// Runs `generate(prompt, options)` on every prompt beside plain greedy decoding of `target` (64 new
+/// tokens each) and prints tau, draft nodes per step, the speedup and on how many prompts the text was
+/// identical. Returns whether it was identical on all (a greedy method's precondition).
+template <class Generate>
+bool compare_with_greedy(const char* name, int name_width, specdec::CpuModel& target, const specdec::Tokenizer& tok,
+                         const std::vector<Prompt>& prompts, Generate&& generate) {
+    double t_plain = 0, t_spec = 0;
+    long tokens = 0, steps = 0, nodes = 0, identical = 0;
+    for (const Prompt& p : prompts) {
+        const std::vector<int> prompt = tok.encode(p.text);
+        const specdec::GenerateOptions o{.max_new_tokens = 64};
+        specdec::Generation plain, spec;
+        t_plain += seconds([&] { plain = specdec::autoregressive_generate(target, prompt, o); });
+        t_spec += seconds([&] { spec = generate(prompt, o); });
+        tokens += static_cast<long>(spec.tokens.size());
+        steps += spec.n_target_calls();
+        for (const specdec::StepRecord& s : spec.steps) nodes += s.n_drafted;
+        identical += spec.tokens == plain.tokens;
+    }
+    std::printf("%-*s tau %.2f, %5.1f draft nodes per step, speedup %.2fx, identical to plain greedy on %ld/%zu prompts\n",
+                name_width, name, double(tokens) / steps, double(nodes) / steps, t_plain / t_spec, identical, prompts.size());
+    return identical == static_cast<long>(prompts.size());
+}
 
 /// A random-weight target and a drafter that is the target plus noise: lessons 01-03 run on it so that
 /// they need no files. Acceptance is real and partial, but the drafter is as large as the target, so
