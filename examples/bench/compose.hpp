@@ -152,15 +152,15 @@ inline float pct_threshold(const MethodSpec& m, Models& models) {
 /// r..n-1 in the call where drafter r-1 reviews (row 0: the target). Max-Gram proposes 10 tokens per
 /// call (App. B); lenience applies only where a neural drafter reviews another (App. B).
 inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
-    const KMatrix K{m.k_matrix};
-    MaxGram mag(*models.bigram);
-    CpuModel& d1 = *models.drafters.at(m.drafters[0]);
     for (const std::string& name : drafter_names(m))  // Review reads each drafter's rows as they are: no padding
         detail::require(models.drafters.at(name)->vocab_size() == models.target->vocab_size(), "bench", [&] {
             return "method '" + m.name + "': the cascade's drafter '" + name + "' has vocab_size " +
                    std::to_string(models.drafters.at(name)->vocab_size()) + ", the target " +
                    std::to_string(models.target->vocab_size()) + ": a cascade needs the target's whole vocabulary";
         });
+    const KMatrix K{m.k_matrix};
+    MaxGram mag(*models.bigram);
+    CpuModel& d1 = *models.drafters.at(m.drafters[0]);
     const auto top_level = [&](auto& top) {
         if (m.children > 0)
             return run_with(*models.target, top, ExpandedChain{.gamma = K.row_sum(0), .sizes = m.sizes, .max_drafts = m.max_drafts},
