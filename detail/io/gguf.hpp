@@ -202,11 +202,12 @@ struct GgufModel {
     std::optional<GgufTokenizer> tokenizer;
 };
 
-/// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (rope scaling, a head size
-/// other than embedding_length / head_count, experts refused naming the key), its tensors dequantized to
-/// float32 with q and k rows put back in HF's order. With options.defer_matrices the matrices stay in the
-/// mapped file (Weights::deferred): F32 and BF16 rows are packed by a CpuModel in place, the other types
-/// dequantized a row at a time as it packs — inference only.
+/// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (a head size from
+/// attention.key_length, linear RoPE scaling; other scalings, Llama-3.1's rope_freqs.weight, a partial
+/// rotary and experts refused naming the key or tensor), its tensors dequantized to float32 with q and k
+/// rows put back in HF's order. With options.defer_matrices the matrices stay in the mapped file
+/// (Weights::deferred): F32 and BF16 rows are packed by a CpuModel in place, the other types dequantized
+/// a row at a time as it packs — inference only.
 SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOptions options = {});
 
 /// The tensor types save_gguf writes. Norms are always F32 (as llama.cpp's quantizer keeps them); Q8_0
@@ -1014,19 +1015,51 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     const std::int64_t fallback_vocab = tokens && tokens->is_array() ? static_cast<std::int64_t>(tokens->size())
                                         : embd && embd->dims.size() >= 2 ? embd->dims[1] : 0;
     c.vocab_size = integer("llama.vocab_size", fallback_vocab > 0 ? std::optional<std::int64_t>(fallback_vocab) : std::nullopt);
-    // What specdec's Llama cannot compute is refused by name.
-    if (c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0) {
-        const int hd = c.hidden_size / c.num_attention_heads;
-        for (const char* key : {"llama.rope.dimension_count", "llama.attention.key_length", "llama.attention.value_length"})
-            if (f.find(key) != nullptr && integer(key, std::nullopt) != hd)
-                bad(key, "is " + std::to_string(integer(key, std::nullopt)) + "; specdec needs embedding_length / head_count = " +
-                             std::to_string(hd) + " (a partial rotary or separate head size is not supported)");
+    // The head size: llama.cpp's n_embd_head_k / _v (attention.key_length / value_length, defaulting to
+    // embedding_length / head_count); specdec's attention has one hd for q, k and v, and RoPE turns all of
+    // it (llama.cpp's llama requires rope.dimension_count == key_length too).
+    if (f.find("llama.attention.key_length") != nullptr || f.find("llama.attention.value_length") != nullptr) {
+        const int key = integer("llama.attention.key_length", std::nullopt);
+        const int value = integer("llama.attention.value_length", key);
+        if (value != key)
+            bad("llama.attention.value_length", "is " + std::to_string(value) + ", llama.attention.key_length " +
+                                                    std::to_string(key) + "; specdec needs one head size for keys and values");
+        c.attention_head_dim = key;
     }
-    if (const GgufValue* v = f.find("llama.rope.scaling.type"); v != nullptr && !(v->type == GgufValueType::kString && v->string == "none"))
-        bad("llama.rope.scaling.type", "is " + (v->type == GgufValueType::kString ? "'" + v->string + "'" : std::string("set")) +
-                                           "; RoPE scaling is not supported yet");
-    if (const GgufValue* v = f.find("llama.rope.scaling.factor"); v != nullptr && !(v->is_float() && (v->real == 1.0 || v->real == 0.0)))
-        bad("llama.rope.scaling.factor", "is set; RoPE scaling is not supported yet");
+    if (f.find("llama.rope.dimension_count") != nullptr) {
+        const int rot = integer("llama.rope.dimension_count", std::nullopt);
+        const bool splits = c.attention_head_dim == 0 && c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0;
+        const int hd = c.attention_head_dim > 0 ? c.attention_head_dim : splits ? c.hidden_size / c.num_attention_heads : rot;
+        if (rot != hd)
+            bad("llama.rope.dimension_count", "is " + std::to_string(rot) + "; specdec rotates the whole head of " + std::to_string(hd) +
+                                                  " (a partial rotary is not supported)");
+    }
+    // RoPE scaling as llama.cpp reads it (llama_model::load_hparams): rope.scaling.type "none" or "linear"
+    // (absent: linear, so a factor alone scales), rope.scaling.factor (or the older rope.scale_linear),
+    // every frequency divided by it. Llama-3.1's scaling has no keys: convert_hf_to_gguf.py stores its
+    // per-dimension factors as the tensor rope_freqs.weight, refused below by name.
+    std::string scaling = "linear";
+    if (const GgufValue* v = f.find("llama.rope.scaling.type")) {
+        if (v->type != GgufValueType::kString) bad("llama.rope.scaling.type", "is not a string");
+        if (v->string != "none" && v->string != "linear")
+            bad("llama.rope.scaling.type", "is '" + v->string + "'; specdec reads 'none' and 'linear' (Llama-3.1's scaling comes as " +
+                                               "the tensor rope_freqs.weight; YaRN and LongRoPE are not supported)");
+        scaling = v->string;
+    }
+    const char* factor_key = f.find("llama.rope.scaling.factor") != nullptr ? "llama.rope.scaling.factor" : "llama.rope.scale_linear";
+    if (const GgufValue* v = f.find(factor_key)) {
+        if (!v->is_float() || !std::isfinite(v->real) || v->real < 0.0)
+            bad(factor_key, v->is_float() ? "is " + std::to_string(v->real) + ", not a finite factor >= 0" : std::string("is not a float"));
+        if (v->real != 0.0 && v->real != 1.0) {  // llama.cpp: 0 means unset, 1 scales nothing
+            if (scaling == "none") bad(factor_key, "is " + std::to_string(v->real) + " while llama.rope.scaling.type is 'none'");
+            c.rope_scaling = RopeScaling{.type = RopeScalingType::kLinear, .factor = static_cast<float>(v->real)};
+        }
+    }
+    if (f.find("llama.rope.scaling.original_context_length") != nullptr)
+        c.rope_scaling.original_max_position_embeddings = integer("llama.rope.scaling.original_context_length", std::nullopt);
+    if (f.find_tensor("rope_freqs.weight") != nullptr)
+        detail::fail("gguf", file + ": tensor 'rope_freqs.weight' holds per-dimension RoPE factors (llama.cpp's form of Llama-3.1's "
+                                    "rope_scaling), which specdec cannot read from GGUF yet; the HF folder's config.json loads");
     if (const GgufValue* v = f.find("llama.expert_count"); v != nullptr && !(v->is_integer() && v->integer == 0))
         bad("llama.expert_count", "is set; mixture-of-experts models are not supported");
     c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
@@ -1213,6 +1246,20 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
     count([&] { kv.f32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps); });
     count([&] { kv.f32("llama.rope.freq_base", c.rope_theta); });
     count([&] { kv.u32("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim())); });
+    if (c.attention_head_dim > 0) {  // a head size of its own: llama.cpp's n_embd_head_k and _v
+        count([&] { kv.u32("llama.attention.key_length", static_cast<std::uint32_t>(c.head_dim())); });
+        count([&] { kv.u32("llama.attention.value_length", static_cast<std::uint32_t>(c.head_dim())); });
+    }
+    switch (c.rope_scaling.type) {
+        case RopeScalingType::kNone: break;
+        case RopeScalingType::kLinear:  // as convert_hf_to_gguf.py writes HF's {"rope_type": "linear"}
+            count([&] { kv.string("llama.rope.scaling.type", "linear"); });
+            count([&] { kv.f32("llama.rope.scaling.factor", c.rope_scaling.factor); });
+            break;
+        case RopeScalingType::kLlama3:
+            detail::fail("gguf", file + ": rope_scaling llama3 goes into GGUF as llama.cpp's tensor rope_freqs.weight, which specdec "
+                                        "does not write yet; save this model as an HF folder");
+    }
     count([&] { kv.u32("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size)); });
     if (tokenizer != nullptr) {
         const GgufTokenizer& t = *tokenizer;

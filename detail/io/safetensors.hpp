@@ -213,7 +213,11 @@ inline std::string shape_string(std::span<const std::int64_t> shape) {
 }
 
 inline std::string range_string(std::int64_t begin, std::int64_t end) {
-    return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
+    std::string s = "[";  // appended piece by piece: GCC 12's -Wrestrict misfires on "[" + std::string where inlined
+    s += std::to_string(begin);
+    s += ", ";
+    s += std::to_string(end);
+    return s + "]";
 }
 
 }  // namespace detail

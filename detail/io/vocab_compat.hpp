@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -45,6 +46,14 @@ struct VocabCompatibility {
 /// target lacks.
 SPECDEC_INLINE VocabCompatibility check_vocab_compatible(const Tokenizer& target, const Tokenizer& draft);
 
+/// A vocabulary's piece of an id in [0, its size), as bytes that outlive the call.
+using PieceOf = std::function<std::string_view(int id)>;
+
+/// The same for any two vocabularies given by their sizes and pieces (a llama2.c tokenizer.bin, a
+/// GGUF file's token list, or a Tokenizer: the overload above calls this one), with the same errors.
+SPECDEC_INLINE VocabCompatibility check_vocab_compatible(int target_size, const PieceOf& target_piece, int draft_size,
+                                                         const PieceOf& draft_piece);
+
 /// The same for the models' vocabulary sizes (their embedding rows), which may exceed the tokenizer's
 /// (padding): the drafter's V may not exceed the target's; smaller is a prefix.
 SPECDEC_INLINE VocabCompatibility check_vocab_compatible(int target_vocab_size, int draft_vocab_size);
@@ -85,16 +94,16 @@ SPECDEC_INLINE VocabCompatibility check_vocab_compatible(int target_vocab_size, 
             target_vocab_size, draft_vocab_size};
 }
 
-SPECDEC_INLINE VocabCompatibility check_vocab_compatible(const Tokenizer& target, const Tokenizer& draft) {
-    const int Vt = target.vocab_size(), Vd = draft.vocab_size(), shared = std::min(Vt, Vd);
+SPECDEC_INLINE VocabCompatibility check_vocab_compatible(int Vt, const PieceOf& target_piece, int Vd,
+                                                         const PieceOf& draft_piece) {
+    const int shared = std::min(Vt, Vd);
     std::string differing;
     int n_differing = 0;
     for (int id = 0; id < shared; ++id) {
-        if (target.id_to_token(id) == draft.id_to_token(id)) continue;
+        if (target_piece(id) == draft_piece(id)) continue;
         if (++n_differing <= 5)
             differing += (n_differing > 1 ? "; " : "") + std::string("id ") + std::to_string(id) + ": target " +
-                         detail::quoted_piece(target.id_to_token(id)) + ", drafter " +
-                         detail::quoted_piece(draft.id_to_token(id));
+                         detail::quoted_piece(target_piece(id)) + ", drafter " + detail::quoted_piece(draft_piece(id));
     }
     detail::require(n_differing == 0, "vocab", [&] {
         return "the drafter's tokenizer differs from the target's at " + std::to_string(n_differing) + " of the " +
@@ -104,11 +113,17 @@ SPECDEC_INLINE VocabCompatibility check_vocab_compatible(const Tokenizer& target
     detail::require(Vd <= Vt, "vocab", [&] {
         std::string extra;
         for (int id = Vt; id < std::min(Vd, Vt + 5); ++id)
-            extra += (id > Vt ? ", " : "") + std::to_string(id) + " " + detail::quoted_piece(draft.id_to_token(id));
+            extra += (id > Vt ? ", " : "") + std::to_string(id) + " " + detail::quoted_piece(draft_piece(id));
         return "the drafter's tokenizer has " + std::to_string(Vd) + " tokens, the target's " + std::to_string(Vt) +
                ": ids the target does not have (" + extra + (Vd > Vt + 5 ? ", ..." : "") + ")";
     });
     return check_vocab_compatible(Vt, Vd);
+}
+
+SPECDEC_INLINE VocabCompatibility check_vocab_compatible(const Tokenizer& target, const Tokenizer& draft) {
+    return check_vocab_compatible(
+        target.vocab_size(), [&](int id) -> std::string_view { return target.id_to_token(id); },  //
+        draft.vocab_size(), [&](int id) -> std::string_view { return draft.id_to_token(id); });
 }
 
 #endif  // SPECDEC_BODIES

@@ -99,8 +99,8 @@ Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<
 }
 
 /// Calls f with a proposer over the named drafter model, whichever kind it is: a model drafting on its
-/// own (ModelProposer over a Llama or GLIDE), EDD's fed the target's states, or EAGLE's / FSPAD's fed
-/// its features.
+/// own (ModelProposer over a Llama or GLIDE; a Llama of a smaller, prefix vocabulary padded to the
+/// target's), EDD's fed the target's states, or EAGLE's / FSPAD's fed its features.
 template <class F>
 Run with_proposer(Models& models, const std::string& name, F&& f) {
     if (auto it = models.edds.find(name); it != models.edds.end()) {
@@ -115,7 +115,14 @@ Run with_proposer(Models& models, const std::string& name, F&& f) {
         ModelProposer proposer(*it->second);
         return f(proposer);
     }
-    ModelProposer proposer(*models.drafters.at(name));
+    CpuModel& drafter = *models.drafters.at(name);
+    ModelProposer proposer(drafter);
+    if (drafter.vocab_size() < models.target->vocab_size()) {
+        // A drafter whose vocabulary is a prefix of the target's (check_vocab_compatible said so): its
+        // rows padded with -inf up to the target's V, lossless (policies/padded_vocab.hpp).
+        PaddedVocabProposer padded(proposer, models.target->vocab_size());
+        return f(padded);
+    }
     return f(proposer);
 }
 
@@ -145,6 +152,12 @@ inline float pct_threshold(const MethodSpec& m, Models& models) {
 /// r..n-1 in the call where drafter r-1 reviews (row 0: the target). Max-Gram proposes 10 tokens per
 /// call (App. B); lenience applies only where a neural drafter reviews another (App. B).
 inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+    for (const std::string& name : drafter_names(m))  // Review reads each drafter's rows as they are: no padding
+        detail::require(models.drafters.at(name)->vocab_size() == models.target->vocab_size(), "bench", [&] {
+            return "method '" + m.name + "': the cascade's drafter '" + name + "' has vocab_size " +
+                   std::to_string(models.drafters.at(name)->vocab_size()) + ", the target " +
+                   std::to_string(models.target->vocab_size()) + ": a cascade needs the target's whole vocabulary";
+        });
     const KMatrix K{m.k_matrix};
     MaxGram mag(*models.bigram);
     CpuModel& d1 = *models.drafters.at(m.drafters[0]);

@@ -128,26 +128,34 @@ inline std::string drafter_kind(const fs::path& path) {
     return "llama";
 }
 
-/// Refuses a drafter whose vocabulary is not the target's: the sizes, then, where both tokenizers are
-/// at hand, token by token (the first differing id named). Ids would otherwise mean different text.
-inline void check_vocabularies(const LoadedModel& target, const Config& draft_config, const fs::path& draft_path,
-                               const Vocab& draft_vocab, const fs::path& draft_tokenizer) {
-    const int vt = target.checkpoint.config.vocab_size, vd = draft_config.vocab_size;
-    detail::require(vt == vd, "cli", [&] {
-        return "the drafter " + draft_path.string() + " has vocab_size " + std::to_string(vd) + ", the target " +
-               target.path.string() + " has " + std::to_string(vt) + ": a drafter must share the target's vocabulary";
-    });
-    if (!target.vocab.present() || !draft_vocab.present()) return;
-    const std::optional<int> diff = Vocab::first_difference(target.vocab, draft_vocab);
-    detail::require(target.vocab.size() == draft_vocab.size() && !diff, "cli", [&] {
-        std::string s = "the drafter's tokenizer " + draft_tokenizer.string() + " (" + std::to_string(draft_vocab.size()) +
-                        " tokens) is not the target's " + target.tokenizer_path.string() + " (" +
-                        std::to_string(target.vocab.size()) + " tokens)";
-        if (diff)
-            s += ": token " + std::to_string(*diff) + " is " + json::dump(json::Value(target.vocab.spelling(*diff))) +
-                 " for the target and " + json::dump(json::Value(draft_vocab.spelling(*diff))) + " for the drafter";
-        return s + "; a drafter must share the target's vocabulary";
-    });
+/// The library's vocabulary check (check_vocab_compatible, io/vocab_compat.hpp) of a Llama drafter
+/// against the target: the tokenizers piece by piece where both are at hand, then the models' sizes
+/// (embedding rows, which may exceed a tokenizer's). Identical, or a prefix: the drafter's ids are the
+/// target's first ones, and run_method pads its rows with PaddedVocabProposer (lossless). Anything else is
+/// refused with the library's message (the first differing ids and pieces) and both files named. A
+/// prefix needs both tokenizers as evidence: sizes alone cannot tell a shorter list of the same pieces.
+inline VocabCompatibility check_vocabularies(const LoadedModel& target, int draft_vocab_size, const fs::path& draft_path,
+                                             const Vocab& draft_vocab, const fs::path& draft_tokenizer) {
+    const auto files = [&] {
+        return " (target " + target.path.string() + ", drafter " + draft_path.string() +
+               (draft_tokenizer.empty() ? std::string() : " with tokenizer " + draft_tokenizer.string()) + ")";
+    };
+    try {
+        const bool both = target.vocab.present() && draft_vocab.present();
+        if (both)
+            check_vocab_compatible(
+                target.vocab.size(), [&](int id) -> std::string_view { return target.vocab.spelling(id); },
+                draft_vocab.size(), [&](int id) -> std::string_view { return draft_vocab.spelling(id); });
+        const VocabCompatibility c = check_vocab_compatible(target.checkpoint.config.vocab_size, draft_vocab_size);
+        detail::require(both || c.relation == VocabRelation::kIdentical, "vocab", [&] {
+            return "the drafter's vocabulary of " + std::to_string(draft_vocab_size) + " is smaller than the target's " +
+                   std::to_string(c.target_size) + ", and without both tokenizers nothing shows it is a prefix of the "
+                   "target's: give the missing one with --tokenizer or --draft-tokenizer";
+        });
+        return c;
+    } catch (const error& e) {
+        throw error(e.what() + files());
+    }
 }
 
 inline bool use_color(const std::string& when) {
@@ -182,7 +190,9 @@ inline int run_generate(const Args& args) {
     ThreadPool pool(static_cast<int>(args.integer("threads", 1, 0, 1024)));
 
     // ---- the models ------------------------------------------------------------------------------------
-    LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});
+    // The models only run here: their matrices are packed from the mapped files, no float32 copy.
+    const LoadOptions in_place{.defer_matrices = true};
+    LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{}, in_place);
     detail::require(target.vocab.present(), "cli", [&] {
         return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH";
     });
@@ -214,14 +224,14 @@ inline int run_generate(const Args& args) {
             draft_config = g.config.draft;
             models.glides["draft"] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *models.target, model_opts);
         } else {
-            LoadedModel d = load_model(draft_path, draft_tok_arg);
+            LoadedModel d = load_model(draft_path, draft_tok_arg, in_place);
             draft_config = d.checkpoint.config;
-            check_vocabularies(target, draft_config, draft_path, d.vocab, d.tokenizer_path);
+            check_vocabularies(target, draft_config.vocab_size, draft_path, d.vocab, d.tokenizer_path);
             models.drafters["draft"] = std::make_unique<CpuModel>(d.checkpoint.config, std::move(d.checkpoint.weights), model_opts);
         }
         if (kind != "llama") {  // GLIDE and EDD folders are HF folders: their tokenizer is in the usual place
             const fs::path tok = draft_tok_arg.empty() ? default_tokenizer(draft_path, ModelFormat::kHfFolder) : draft_tok_arg;
-            check_vocabularies(target, draft_config, draft_path, tok.empty() ? Vocab{} : load_vocab(tok), tok);
+            check_vocabularies(target, draft_config.vocab_size, draft_path, tok.empty() ? Vocab{} : load_vocab(tok), tok);
         }
         models.info.push_back({"draft", draft_config, bench::matrix_params(draft_config)});
         if (spec.kind == bench::MethodKind::kCascade) {

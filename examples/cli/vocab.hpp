@@ -65,10 +65,11 @@ public:
     }
 
     /// The token's bytes as stored (special tokens spelt out), for tables and comparisons.
-    std::string spelling(int id) const {
+    const std::string& spelling(int id) const {
+        static const std::string none;
         if (hf_) return hf_->id_to_token(id);
         if (l2c_) return l2c_->token(id);
-        return {};
+        return none;
     }
 
     /// Control tokens: BOS/EOS for llama2.c, the added special tokens for tokenizer.json.
@@ -92,15 +93,6 @@ public:
             for (int id = 0; id < hf_->vocab_size(); ++id)  // eos_id() throws when there is no special token
                 if (hf_->is_special(id)) return hf_->eos_id();
         }
-        return std::nullopt;
-    }
-
-    /// The first id whose spelling differs between two vocabularies, or nullopt when they are equal
-    /// over the shorter one's range.
-    static std::optional<int> first_difference(const Vocab& a, const Vocab& b) {
-        const int n = std::min(a.size(), b.size());
-        for (int id = 0; id < n; ++id)
-            if (a.spelling(id) != b.spelling(id)) return id;
         return std::nullopt;
     }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "examples/cli/generate.hpp"
 #include "examples/cli/model_files.hpp"
 #include "examples/cli/text_stream.hpp"
 #include "helpers.hpp"
@@ -64,6 +65,72 @@ TEST_CASE("convert takes the shipped target HF -> llama2.c -> HF with identical 
     CHECK_THROWS_WITH(cli::save_model(hf, dir / "x.gguf", cli::ModelFormat::kGguf, "q4_k"),
                       Catch::Contains("[specdec.cli]") && Catch::Contains("q4_k"));
     fs::remove_all(dir);
+}
+
+TEST_CASE("the command accepts a drafter whose vocabulary is a prefix of the target's and decodes its greedy text",
+          "[io][command][vocab]") {
+    // The shipped drafter cut to its first 4000 ids (embedding rows and tokenizer pieces) against the
+    // shipped target's 4096: check_vocabularies says prefix, and run_method pads the drafter's rows
+    // (PaddedVocabProposer), so sd and tree print exactly the target's greedy text.
+    const fs::path root(SPECDEC_SOURCE_DIR);
+    if (!fs::exists(root / "models/target/model.safetensors") || !fs::exists(root / "models/small/model.safetensors")) {
+        WARN("models/target or models/small is absent: skipped");
+        return;
+    }
+    const cli::LoadedModel target = cli::load_model(root / "models/target");
+    cli::LoadedModel small = cli::load_model(root / "models/small");
+    constexpr int kDraftVocab = 4000;
+    REQUIRE(target.checkpoint.config.vocab_size == 4096);
+    Config dc = small.checkpoint.config;
+    dc.vocab_size = kDraftVocab;
+    Weights dw = std::move(small.checkpoint.weights);
+    REQUIRE(dw.lm_head.empty());  // tied: the embedding is the head
+    dw.embed.resize(static_cast<std::size_t>(kDraftVocab) * dc.hidden_size);
+    std::vector<std::string> pieces;
+    for (int id = 0; id < kDraftVocab; ++id) pieces.push_back(target.vocab.spelling(id));
+    const cli::Vocab prefix(Llama2cTokenizer::from_vocab(pieces, std::vector<float>(pieces.size(), 0.0f)));
+
+    const VocabCompatibility vc = cli::generating::check_vocabularies(target, kDraftVocab, "prefix_drafter", prefix, "pieces");
+    CHECK(vc.relation == VocabRelation::kDraftPrefix);
+    CHECK(vc.draft_size == kDraftVocab);
+
+    bench::Models models;
+    models.target = std::make_unique<CpuModel>(target.checkpoint.config, Weights(target.checkpoint.weights));
+    models.drafters["draft"] = std::make_unique<CpuModel>(dc, std::move(dw));
+    const std::vector<int> prompt = target.vocab.encode_prompt("It was the best of times, it was the worst of times,");
+    const GenerateOptions greedy{.max_new_tokens = 40};
+    const Generation plain = autoregressive_generate(*models.target, prompt, greedy);
+    bench::MethodSpec sd, tree, cs;
+    sd.name = "sd", sd.kind = bench::MethodKind::kChain, sd.drafter = "draft", sd.gamma = 4;
+    tree.name = "tree", tree.kind = bench::MethodKind::kTree, tree.drafter = "draft", tree.k_config = {2, 2, 1};
+    for (const bench::MethodSpec& m : {sd, tree}) {
+        CAPTURE(m.name);
+        const bench::Run run = bench::run_method(m, models, prompt, greedy);
+        CHECK(run.g.tokens == plain.tokens);
+        CHECK(run.g.tau() > 1.0);  // the padded drafter's proposals were accepted
+    }
+    cs.name = "cs", cs.kind = bench::MethodKind::kCascade, cs.drafters = {"draft", bench::kMaxGramName};
+    cs.k_matrix = {{2, 3}, {0, 10}};
+    CHECK_THROWS_WITH(bench::run_method(cs, models, prompt, greedy),
+                      Catch::Contains("[specdec.bench]") && Catch::Contains("vocab_size 4000, the target 4096"));
+
+    {  // a drafter whose pieces differ is refused with the library's message, the first differing id named
+        std::swap(pieces[49], pieces[50]);
+        const cli::Vocab swapped(Llama2cTokenizer::from_vocab(pieces, std::vector<float>(pieces.size(), 0.0f)));
+        CHECK_THROWS_WITH(cli::generating::check_vocabularies(target, kDraftVocab, "swapped_drafter", swapped, "pieces"),
+                          Catch::StartsWith("[specdec.vocab] the drafter's tokenizer differs from the target's at 2 of the 4000 ids") &&
+                              Catch::Contains("(id 49: target 'Q', drafter 'R'; id 50: target 'R', drafter 'Q')") &&
+                              Catch::Contains("swapped_drafter"));
+    }
+    {  // a smaller drafter without a tokenizer is refused: nothing shows it is a prefix
+        CHECK_THROWS_WITH(cli::generating::check_vocabularies(target, kDraftVocab, "bare_drafter", cli::Vocab{}, ""),
+                          Catch::StartsWith("[specdec.vocab]") && Catch::Contains("--draft-tokenizer") && Catch::Contains("bare_drafter"));
+        CHECK(cli::generating::check_vocabularies(target, 4096, "bare_drafter", cli::Vocab{}, "").relation == VocabRelation::kIdentical);
+    }
+    {  // a drafter larger than the target is refused
+        CHECK_THROWS_WITH(cli::generating::check_vocabularies(target, 5000, "big_drafter", cli::Vocab{}, ""),
+                          Catch::Contains("the drafter's vocabulary of 5000 exceeds the target's 4096"));
+    }
 }
 
 TEST_CASE("a path's format follows its kind, and a file that is no GGUF is refused naming it", "[io][command][errors]") {

@@ -179,6 +179,58 @@ TEST_CASE("a model exported as GGUF F32 imports bit for bit, logits and all; BF1
     }
 }
 
+TEST_CASE("a head size of its own and linear RoPE scaling survive GGUF export and import", "[gguf][roundtrip][rope]") {
+    // llama.cpp's keys: attention.key_length / value_length for hd, rope.scaling.type / factor for linear.
+    Config head16 = test::tiny_config(/*gqa=*/true);
+    head16.attention_head_dim = 16;  // H*hd = 64 != D = 32
+    Config linear = test::tiny_config(/*gqa=*/true);
+    linear.rope_scaling = RopeScaling{.type = RopeScalingType::kLinear, .factor = 4.0f};
+    const std::vector<int> tokens = {1, 8, 30, 5, 63, 2, 17, 40};
+    for (const Config& cfg : {head16, linear}) {
+        const bool scaled = cfg.rope_scaling.type == RopeScalingType::kLinear;
+        CAPTURE(scaled);
+        const Weights w = random_weights(cfg, 15, 0.3f);
+        const fs::path p = scratch(scaled ? "linear.gguf" : "head16.gguf");
+        save_gguf(p, cfg, w, nullptr, GgufSaveType::kF32);
+        const GgufFile f = read_gguf_header(p);
+        if (scaled) {
+            CHECK(f.find("llama.rope.scaling.type")->string == "linear");
+            CHECK(f.find("llama.rope.scaling.factor")->real == 4.0);
+            CHECK(f.find("llama.attention.key_length") == nullptr);  // hd is D/H: llama.cpp's default
+        } else {
+            CHECK(f.find("llama.attention.key_length")->integer == 16);
+            CHECK(f.find("llama.attention.value_length")->integer == 16);
+            CHECK(f.find("llama.rope.dimension_count")->integer == 16);
+            CHECK(f.find("llama.rope.scaling.type") == nullptr);
+            CHECK(f.find_tensor("blk.0.attn_q.weight")->dims == std::vector<std::int64_t>{32, 64});
+        }
+        const GgufModel back = load_gguf(p);
+        CHECK(back.config.head_dim() == cfg.head_dim());
+        CHECK(back.config.rope_scaling.type == cfg.rope_scaling.type);
+        CHECK(back.config.rope_scaling.factor == cfg.rope_scaling.factor);
+        CHECK(rope_inverse_frequencies(back.config) == rope_inverse_frequencies(cfg));
+        CHECK(test::same_bits(back.weights, w, cfg));
+        const std::vector<float> want = chain_logits(cfg, w, tokens);
+        CHECK(chain_logits(back.config, back.weights, tokens) == want);
+        if (scaled) {  // the scaling reaches the logits: read without it, the model computes something else
+            Config unscaled = cfg;
+            unscaled.rope_scaling = {};
+            CHECK(chain_logits(unscaled, w, tokens) != want);
+        }
+    }
+}
+
+TEST_CASE("Llama-3 RoPE scaling is refused on export: llama.cpp stores it as the tensor rope_freqs.weight",
+          "[gguf][rope][errors]") {
+    Config cfg = test::tiny_config(/*gqa=*/true);
+    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 64};
+    const fs::path p = scratch("llama3.gguf");
+    fs::remove(p);
+    CHECK_THROWS_WITH(save_gguf(p, cfg, random_weights(cfg, 16), nullptr, GgufSaveType::kF32),
+                      Catch::StartsWith("[specdec.gguf]") && Catch::Contains("llama3.gguf") && Catch::Contains("rope_freqs.weight"));
+    CHECK_FALSE(fs::exists(p));
+}
+
 TEST_CASE("a model exported as GGUF Q8_0 imports within the stated logit bound", "[gguf][roundtrip]") {
     // Q8_0 rounds each value to a multiple of max|x|/127 of its block of 32: error <= max|x|/254 per value.
     // Measured on this model (std 0.3, the peaky setting the tests use): the worst logit moves by under 2%

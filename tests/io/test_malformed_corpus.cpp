@@ -223,7 +223,11 @@ const std::vector<Case> kCorpus = {
     {"gguf/nested_array.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'general.nested': an array of arrays"}},
     {"gguf/tensor_count_huge.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor count 1152921504606846976 cannot fit"}},
     {"gguf/architecture_bloom.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'general.architecture' is 'bloom'"}},
-    {"gguf/rope_scaling.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.type' is 'linear'; RoPE scaling is not supported"}},
+    {"gguf/rope_scaling.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.type' is 'yarn'; specdec reads 'none' and 'linear'"}},
+    {"gguf/value_length.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.attention.value_length' is 8, llama.attention.key_length 16"}},
+    {"gguf/rope_factor_negative.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.factor' is -2.000000, not a finite factor >= 0"}},
+    {"gguf/rope_none_with_factor.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.factor' is 2.000000 while llama.rope.scaling.type is 'none'"}},
+    {"gguf/partial_rotary.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.dimension_count' is 8; specdec rotates the whole head of 16"}},
     {"gguf/block_count_3.gguf", Loader::kGguf, {"[specdec.gguf]", "holds 11 tensors; llama.block_count 3 needs 29"}},
     {"gguf/nan_weight.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.ffn_down.weight' holds NaN at element 1420"}},
 };

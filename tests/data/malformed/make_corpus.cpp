@@ -481,6 +481,14 @@ std::string gguf_string_kv(const std::string& key, const std::string& value) {
     return le64(key.size()) + key + le32(8) + le64(value.size()) + value;
 }
 
+std::string gguf_u32_kv(const std::string& key, std::uint32_t value) { return le64(key.size()) + key + le32(4) + le32(value); }
+
+std::string gguf_f32_kv(const std::string& key, float value) {
+    std::uint32_t bits = 0;
+    std::memcpy(&bits, &value, 4);
+    return le64(key.size()) + key + le32(6) + le32(bits);
+}
+
 void gguf_cases() {
     const Config c{.hidden_size = 32, .intermediate_size = 48, .num_hidden_layers = 1, .num_attention_heads = 2,
                    .num_key_value_heads = 1, .vocab_size = 16, .max_position_embeddings = 8, .tie_word_embeddings = true};
@@ -512,7 +520,16 @@ void gguf_cases() {
     write("gguf/nested_array.gguf", header + le64(0) + le64(1) + le64(14) + "general.nested" + le32(9) + le32(9) + le64(1));
     write("gguf/tensor_count_huge.gguf", header + le64(std::uint64_t{1} << 60) + le64(0));
     write("gguf/architecture_bloom.gguf", patched(ok, ok.find("llama", 24), "bloom"));  // same length
-    write("gguf/rope_scaling.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "linear"), 1));
+    write("gguf/rope_scaling.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "yarn"), 1));
+    write("gguf/value_length.gguf", with_kv(ok, gguf_u32_kv("llama.attention.key_length", 16) +
+                                                    gguf_u32_kv("llama.attention.value_length", 8), 2));
+    write("gguf/rope_factor_negative.gguf", with_kv(ok, gguf_f32_kv("llama.rope.scaling.factor", -2.0f), 1));
+    write("gguf/rope_none_with_factor.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "none") +
+                                                             gguf_f32_kv("llama.rope.scaling.factor", 2.0f), 2));
+    write("gguf/partial_rotary.gguf", [&] {
+        const std::string key = le64(26) + "llama.rope.dimension_count" + le32(4);
+        return patched(ok, ok.find(key) + key.size(), le32(8));
+    }());
     write("gguf/block_count_3.gguf", [&] {
         const std::string key = le64(17) + "llama.block_count" + le32(4);
         return patched(ok, ok.find(key) + key.size(), le32(3));
