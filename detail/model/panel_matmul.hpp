@@ -170,10 +170,11 @@ private:
 #if defined(__x86_64__)
         if constexpr (std::is_same_v<WT, bf16>) {
             pack16_avx512(reinterpret_cast<float*>(base), r0, src, k_ / 2);
-            return;
-        }
+        } else
 #endif
-        for (int r = r0; r < r0 + 16; ++r) pack_row(base, r, src[r - r0]);
+        {
+            for (int r = r0; r < r0 + 16; ++r) pack_row(base, r, src[r - r0]);
+        }
     }
 
 #if defined(__x86_64__)
