@@ -107,6 +107,8 @@
 #include "detail/model/panel_matmul.hpp"              // defines: PanelMatrix, panel_matmul, panels_available
 #include "detail/model/config.hpp"                    // defines: Config (HF LlamaConfig fields)
 #include "detail/model/weights.hpp"                   // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
+#include "detail/model/widen.hpp"                     // defines: widen, WidenShape, widen_preset, widened_config, materialize
+                                                      //          (a trained model at a larger model's cost, same outputs)
 #include "detail/model/cpu_model.hpp"                 // defines: CpuModel, ModelOptions, WeightFormat
 
 // ---- io: file formats
