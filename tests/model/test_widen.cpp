@@ -97,6 +97,16 @@ TEST_CASE("widen: a 2x-deep 3x-wide toy keeps the logits on chains and trees", "
         CpuModel reference(wide.config, widen(trained, toy_shape(), 5).weights, ModelOptions{.reference = true});
         CHECK(max_relative_difference(original, reference, c.vocab_size, 2) < 1e-4);
     }
+    SECTION("controls: without the RMSNorm compensation the logits differ") {
+        Config plain_eps = wide.config;
+        plain_eps.rms_norm_eps = c.rms_norm_eps;
+        CpuModel no_eps(plain_eps, widen(trained, toy_shape(), 5).weights);
+        CHECK(max_relative_difference(original, no_eps, c.vocab_size, 1) > 1e-3);
+        Weights m = materialize(wide.config, widen(trained, toy_shape(), 5).weights);
+        for (float& g : m.norm) g *= std::sqrt(3.0f);  // the final norm's gains as trained
+        CpuModel no_gain(wide.config, m);
+        CHECK(max_relative_difference(original, no_gain, c.vocab_size, 1) > 1e-2);
+    }
     SECTION("another seed changes the free parts, not the function") {
         const Weights a = materialize(wide.config, widen(trained, toy_shape(), 5).weights);
         const Weights b = materialize(wide.config, widen(trained, toy_shape(), 6).weights);
@@ -253,4 +263,42 @@ TEST_CASE("widen: drafters of the target's width refuse a widened target", "[wid
     GlideCheckpoint g = load_glide_checkpoint(root / "glide");
     CHECK_THROWS_WITH((GlideModel(std::move(g.config), std::move(g.weights), widened)),
                       Catch::Contains("[specdec.glide]") && Catch::Contains("glide_target_layers"));
+}
+
+TEST_CASE("widen: EDD's drafter widened with its target drafts the same", "[widen]") {
+    const fs::path root = models();
+    if (!fs::exists(root / "target/model.safetensors") || !fs::exists(root / "edd/model.safetensors")) {
+        WARN("models/target or models/edd is absent: skipped");
+        return;
+    }
+    const Checkpoint t = load_checkpoint(root / "target");
+    const EddCheckpoint e = load_edd_checkpoint(root / "edd");
+    const Tokenizer tok = Tokenizer::load(root / "target/tokenizer.json");
+    const WidenShape shape{.hidden_size = 512, .intermediate_size = 1536, .num_hidden_layers = 12,
+                           .num_attention_heads = 12, .num_key_value_heads = 4};
+    const Checkpoint wide = widen(t, shape, 3);
+    // The drafter's one layer is widened like a trained layer (no layers added); its state, counted from
+    // the target's end, moves by the layers added in front.
+    WidenShape drafter_shape = shape;
+    drafter_shape.num_hidden_layers = e.config.num_hidden_layers;
+    EddCheckpoint we = widen(e, drafter_shape, 4);
+    we.target_layer += added_layers(t.config, wide.config);
+    REQUIRE(we.target_layer == edd_hidden_layer(wide.config));
+
+    ThreadPool pool(2);
+    const ModelOptions opts{.pool = &pool};
+    CpuModel target(t.config, t.weights, opts), widened(wide.config, wide.weights, opts);
+    CpuModel edd(e.config, e.weights, opts), wide_edd(we.config, we.weights, opts);
+    const std::vector<int> prompt = tok.encode("It was the best of times, it was the worst of times,");
+    const GenerateOptions g{.max_new_tokens = 32};
+    Chain chain{.gamma = 5};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    EddProposer small(target, edd, e.target_layer);
+    const Generation a = speculative_generate(target, small, chain, verifier, acceptor, prompt, g);
+    EddProposer large(widened, wide_edd, we.target_layer);
+    const Generation b = speculative_generate(widened, large, chain, verifier, acceptor, prompt, g);
+    CHECK(b.tokens == a.tokens);
+    CHECK(b.token_depth == a.token_depth);  // the same drafts accepted at the same depths: the same drafts
+    CHECK(b.n_target_calls() == a.n_target_calls());
 }
