@@ -56,8 +56,10 @@
 // counted from the end keeps its meaning: hidden state L' - s of the widened model is hidden state L - s
 // of the trained one (EDD's soft prompt, the 4th-to-last state; the final features EAGLE/FSPAD read).
 // A drafter that names a target layer by absolute index (GLIDE's N_T - N_D + m, from the N_T it was
-// trained with) must add `added_layers(trained, widened)`; its own width also differs, so drafters of
-// the target's width refuse a widened target by name (hidden_size or kv width) until widened with it.
+// trained with) would add `added_layers(trained, widened)`. A drafter that is a layer of the target's
+// width reads the widened states only once widened itself: EDD's drafter widens with the same call
+// (its one layer kept, no layers added) and its target_layer += added_layers (docs/widening.md); the
+// EAGLE/FSPAD and GLIDE drafters are not widened here and refuse a widened target by name.
 
 namespace specdec {
 
