@@ -58,8 +58,9 @@
 // A drafter that names a target layer by absolute index (GLIDE's N_T - N_D + m, from the N_T it was
 // trained with) would add `added_layers(trained, widened)`. A drafter that is a layer of the target's
 // width reads the widened states only once widened itself: EDD's drafter widens with the same call
-// (its one layer kept, no layers added) and its target_layer += added_layers (docs/widening.md); the
-// EAGLE/FSPAD and GLIDE drafters are not widened here and refuse a widened target by name.
+// (its one layer kept, no layers added) and its target_layer += added_layers (docs/widening.md);
+// GLIDE's cross-attention is moved by widen_glide (methods/glide_cape); the EAGLE/FSPAD drafters are
+// not widened and refuse a widened target by name.
 
 namespace specdec {
 

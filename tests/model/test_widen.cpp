@@ -302,3 +302,38 @@ TEST_CASE("widen: EDD's drafter widened with its target drafts the same", "[wide
     CHECK(b.token_depth == a.token_depth);  // the same drafts accepted at the same depths: the same drafts
     CHECK(b.n_target_calls() == a.n_target_calls());
 }
+
+TEST_CASE("widen: GLIDE's drafter made to read a widened target drafts the same", "[widen]") {
+    const fs::path root = models();
+    if (!fs::exists(root / "target/model.safetensors") || !fs::exists(root / "glide/model.safetensors")) {
+        WARN("models/target or models/glide is absent: skipped");
+        return;
+    }
+    const Checkpoint t = load_checkpoint(root / "target");
+    const Tokenizer tok = Tokenizer::load(root / "target/tokenizer.json");
+    const WidenShape shape{.hidden_size = 512, .intermediate_size = 1536, .num_hidden_layers = 12,
+                           .num_attention_heads = 12, .num_key_value_heads = 4};
+    const Checkpoint wide = widen(t, shape, 3);
+    GlideCheckpoint g = load_glide_checkpoint(root / "glide");
+    GlideCheckpoint wg = widen_glide(g, t.config, wide.config, 5);
+    REQUIRE(wg.config.glide_target_layers == 12);
+
+    ThreadPool pool(2);
+    const ModelOptions opts{.pool = &pool};
+    CpuModel target(t.config, t.weights, opts), widened(wide.config, wide.weights, opts);
+    GlideModel small(std::move(g.config), std::move(g.weights), target, opts);
+    GlideModel large(std::move(wg.config), std::move(wg.weights), widened, opts);
+    const std::vector<int> prompt = tok.encode("It was the best of times, it was the worst of times,");
+    const GenerateOptions opt{.max_new_tokens = 32};
+    Chain chain{.gamma = 4};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    ModelProposer from_small(small), from_large(large);
+    const Generation a = speculative_generate(target, from_small, chain, verifier, acceptor, prompt, opt);
+    const Generation b = speculative_generate(widened, from_large, chain, verifier, acceptor, prompt, opt);
+    CHECK(b.tokens == a.tokens);
+    CHECK(b.token_depth == a.token_depth);
+    CHECK(b.n_target_calls() == a.n_target_calls());
+    CHECK_THROWS_WITH(widen_glide(load_glide_checkpoint(root / "glide"), wide.config, wide.config, 5),
+                      Catch::Contains("[specdec.glide] widen_glide: glide_target_layers is 8"));
+}
