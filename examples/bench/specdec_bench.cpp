@@ -218,6 +218,7 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
                 m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), opt);
             } else if (cfg.find("glide_cross_attention") != nullptr) {
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
+                if (!target_scale.empty()) g = widen_glide(std::move(g), trained, m.target->config(), 2);
                 const Config shape = g.config.draft;
                 m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
                 m.info.push_back({name, shape, matrix_params(shape)});
