@@ -107,6 +107,8 @@
 #include "detail/model/panel_matmul.hpp"              // defines: PanelMatrix, panel_matmul, panels_available
 #include "detail/model/config.hpp"                    // defines: Config (HF LlamaConfig fields)
 #include "detail/model/weights.hpp"                   // defines: Weights, LayerWeights, random_weights, perturbed, for_each_tensor
+#include "detail/model/widen.hpp"                     // defines: widen, WidenShape, widen_preset, widened_config, materialize
+                                                      //          (a trained model at a larger model's cost, same outputs)
 #include "detail/model/cpu_model.hpp"                 // defines: CpuModel, ModelOptions, WeightFormat
 
 // ---- io: file formats
@@ -152,6 +154,7 @@
 
 // ---- methods/glide_cape: GLIDE with a CAPE (glide-cape.txt)
 #include "detail/methods/glide_cape/glide.hpp"        // defines: GlideModel, GlideConfig, GlideWeights, load_glide_checkpoint (GLIDE's drafter)
+#include "detail/methods/glide_cape/widen_glide.hpp"  // defines: widen_glide (GLIDE's drafter reading a widened target)
 #include "detail/methods/glide_cape/cape.hpp"         // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
 #include "detail/methods/glide_cape/train_glide.hpp"  // defines: train::TrainableGlide, glide_block_mask, target_kv
 #endif  // !SPECDEC_DECODING_ONLY

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -78,6 +79,8 @@ struct Results {
     std::string started;              // local date and time
     int threads = 1;
     std::string weights = "float32 in ordinary memory";
+    std::string target_scale;         // --target-scale: a widened target's preset (110m, 1b, 7b), or empty
+    std::string target_label;         // cost_scaled_label(target_scale), on every table, CSV row and chart
     std::vector<ModelInfo> models;    // target first
     int n_prompts = 0, max_new = 0, repeats = 0;
     std::uint64_t seed = 0;
@@ -85,5 +88,14 @@ struct Results {
     std::vector<MethodResult> rows;   // temperature-major, methods in file order
     std::vector<CaseStudy> cases;
 };
+
+/// The label every result on a widened target carries (docs/widening.md, the label rule): the numbers
+/// are the demo pair's acceptance at the named cost, not a real model's of that size.
+inline std::string cost_scaled_label(const std::string& preset) {
+    if (preset.empty()) return "";
+    std::string cost = preset;
+    for (char& c : cost) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return "cost-scaled (widened demo target: same outputs, " + cost + " cost)";
+}
 
 }  // namespace specdec::bench

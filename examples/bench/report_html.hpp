@@ -187,6 +187,7 @@ inline std::string setup_section(const Results& r) {
     const auto row = [&](const std::string& k, const std::string& v) { s += "<b>" + escape(k) + "</b><span>" + v + "</span>\n"; };
     row("machine", escape(r.machine) + strf(", %d thread%s used; weights ", r.threads, r.threads == 1 ? "" : "s") +
                        escape(r.weights));
+    if (!r.target_label.empty()) row("target", "<b>" + escape(r.target_label) + "</b>");
     std::string models;
     for (const ModelInfo& m : r.models) {
         models += (models.empty() ? "" : "; ") + escape(m.name) + strf(": %d layers × %d wide, %.2fM matrix parameters",
@@ -523,6 +524,9 @@ inline std::string report_html(const Results& r) {
                     "<title>specdec benchmark</title>\n" + style() + "</head>\n<body>\n<main>\n";
     s += "<h1>specdec benchmark</h1>\n<p class=\"lead\">Every method side by side: the same prompts, the same output "
          "length, the same machine, with losslessness checked.</p>\n";
+    if (!r.target_label.empty())
+        s += "<p class=\"lead\"><b>Target: " + escape(r.target_label) +
+             "</b>. Acceptance is the demo pair's; walltimes are those of a model of this cost (docs/widening.md).</p>\n";
     s += setup_section(r);
 
     s += "<h2>Results</h2>\n" + table_section(r);

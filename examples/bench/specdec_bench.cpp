@@ -57,12 +57,15 @@ struct Args {
     fs::path out = "build/bench";
     std::uint64_t seed = 1;
     std::string split = "all";   // all | val (even lines of the prompts file) | test (odd lines)
+    std::string target_scale;    // 110m | 1b | 7b: the target widened to that cost (docs/widening.md), bf16
 };
 
 constexpr const char* kUsage =
     "usage: specdec_bench [--methods FILE] [--models DIR] [--prompts FILE] [--n-prompts N] [--max-new N]\n"
     "                     [--repeats R] [--threads N] [--temperatures 0,1] [--out DIR] [--seed S]\n"
-    "                     [--split all|val|test]   (val: even lines of the prompts file, test: odd lines)\n";
+    "                     [--split all|val|test]   (val: even lines of the prompts file, test: odd lines)\n"
+    "                     [--target-scale 110m|1b|7b]   (the target widened to that cost, same outputs, bf16;\n"
+    "                      methods whose drafters read the target's states or KV need the 14M target)\n";
 
 int to_int(const std::string& flag, const std::string& v, int lo) {
     char* end = nullptr;
@@ -106,6 +109,10 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--temperatures") a.temperatures = to_temperatures(v);
         else if (flag == "--out") a.out = v;
         else if (flag == "--seed") a.seed = static_cast<std::uint64_t>(to_int(flag, v, 0));
+        else if (flag == "--target-scale") {
+            (void)widen_preset(v);  // names the presets when v is not one
+            a.target_scale = v;
+        }
         else if (flag == "--split") {
             if (v != "all" && v != "val" && v != "test")
                 detail::fail("bench", "argument --split = '" + v + "': expected all, val or test");
@@ -166,7 +173,10 @@ std::vector<Prompt> load_prompts(const fs::path& path, int n, const Tokenizer& t
 /// load_checkpoint reads every tensor into heap vectors (not a file mapping): the measured memory is
 /// ordinary memory, and the warm-up generations touch every page before timing. A folder whose
 /// config.json has GLIDE's fields holds a GLIDE drafter, built next to the loaded target.
-Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, ThreadPool& pool, int max_tree_nodes) {
+/// With `target_scale` (a widen_preset name) the target is widened to that cost, its matrices generated
+/// straight into bf16 (docs/widening.md): the same outputs at a larger model's memory traffic and FLOPs.
+Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, ThreadPool& pool, int max_tree_nodes,
+                   const std::string& target_scale) {
     const ModelOptions opt{.max_tree_nodes = max_tree_nodes, .pool = &pool};
     Models m;
     const auto need = [&](const std::string& name, const std::string& why) {
@@ -175,9 +185,13 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
                                       "; hint: scripts/train_models.sh trains the demo models, --models DIR reads others");
     };
     need("target", "as the target of every method");
-    Checkpoint t = load_checkpoint(dir / "target");
+    Checkpoint t = load_checkpoint(dir / "target", LoadOptions{.defer_matrices = !target_scale.empty()});
+    const Config trained = t.config;
+    if (!target_scale.empty()) t = widen(t, widen_preset(target_scale), 1);
     m.info.push_back({"target", t.config, matrix_params(t.config)});
-    m.target = std::make_unique<CpuModel>(t.config, std::move(t.weights), opt);
+    ModelOptions target_opt = opt;
+    if (!target_scale.empty()) target_opt.weight_format = WeightFormat::kBF16;
+    m.target = std::make_unique<CpuModel>(t.config, std::move(t.weights), target_opt);
     for (const MethodSpec& s : methods) {
         for (const std::string& name : drafter_names(s)) {
             if (m.drafters.count(name) || m.glides.count(name) || m.edds.count(name) || m.features.count(name)) continue;
@@ -187,6 +201,12 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
             const json::Value* type = cfg.find("model_type");
             if (type != nullptr && type->is_string() && type->as_string() == "edd") {
                 EddCheckpoint e = load_edd_checkpoint(dir / name);
+                if (!target_scale.empty()) {  // its layer widened with the target, its state counted from the end
+                    WidenShape shape = widen_preset(target_scale);
+                    shape.num_hidden_layers = e.config.num_hidden_layers;
+                    e = widen(e, shape, 2);
+                    e.target_layer += added_layers(trained, m.target->config());
+                }
                 check_edd_pair(e.config, e.target_layer, m.target->config());
                 m.info.push_back({name, e.config, matrix_params(e.config)});
                 m.edd_layers[name] = e.target_layer;
@@ -198,6 +218,7 @@ Models load_models(const fs::path& dir, const std::vector<MethodSpec>& methods, 
                 m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), opt);
             } else if (cfg.find("glide_cross_attention") != nullptr) {
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
+                if (!target_scale.empty()) g = widen_glide(std::move(g), trained, m.target->config(), 2);
                 const Config shape = g.config.draft;
                 m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
                 m.info.push_back({name, shape, matrix_params(shape)});
@@ -390,6 +411,7 @@ std::string lossless_text(const MethodResult& r) {
 void print_table(const Results& res) {
     std::printf("%s, %d thread%s used | weights %s\n", res.machine.c_str(), res.threads, res.threads == 1 ? "" : "s",
                 res.weights.c_str());
+    if (!res.target_label.empty()) std::printf("target: %s\n", res.target_label.c_str());
     for (const ModelInfo& m : res.models)
         std::printf("  %-8s %2d layers, width %3d: %ld matrix parameters per forward\n", m.name.c_str(),
                     m.config.num_hidden_layers, m.config.hidden_size, m.matrix_params);
@@ -426,7 +448,7 @@ std::string csv_of(const Results& res) {
         "method,kind,drafter,temperature,tau,alpha_token,alpha_depth_edd,alpha_longest_mcsd,nodes_per_step,tokens_per_s,"
         "tokens_per_s_min,tokens_per_s_max,speedup,speedup_min,speedup_max,swi_params,swi_measured,"
         "expected_speedup,target_call_ms,verify_ms,draft_call_ms,draft_share,n_tokens,n_target_calls,n_draft_calls,"
-        "prompts_compared,prompts_mismatched,lossless\n";
+        "prompts_compared,prompts_mismatched,lossless,target\n";
     for (const MethodResult& r : res.rows) {
         const Summary& m = r.summary;
         std::string name = r.spec.name;  // CSV-quote: names may hold commas
@@ -439,7 +461,8 @@ std::string csv_of(const Results& res) {
              fmt("%.4f", r.expected_speedup) + "," + fmt("%.4f", 1e3 * r.target_call_s) + "," + fmt("%.4f", 1e3 * r.verify_s) + "," +
              fmt("%.4f", 1e3 * r.draft_call_s) + "," + fmt("%.4f", m.draft_share()) + "," + std::to_string(m.n_tokens) +
              "," + std::to_string(m.n_target_calls) + "," + std::to_string(m.n_draft_calls) + "," +
-             std::to_string(r.n_compared) + "," + std::to_string(r.n_mismatched) + ",\"" + lossless_text(r) + "\"\n";
+             std::to_string(r.n_compared) + "," + std::to_string(r.n_mismatched) + ",\"" + lossless_text(r) + "\",\"" +
+             (res.target_label.empty() ? std::string("demo target (14M)") : res.target_label) + "\"\n";
     }
     return s;
 }
@@ -461,6 +484,8 @@ std::string json_of(const Results& res) {
     root.set("started", res.started);
     root.set("threads", res.threads);
     root.set("weights", res.weights);
+    root.set("target_scale", res.target_scale.empty() ? json::Value(nullptr) : json::Value(res.target_scale));
+    root.set("target_label", res.target_label.empty() ? json::Value(nullptr) : json::Value(res.target_label));
     json::Array models;
     for (const ModelInfo& m : res.models) {
         json::Object o;
@@ -565,7 +590,8 @@ int run(int argc, char** argv) {
     ThreadPool pool(args.threads);
     long widest = 0;  // the drafter's scratch holds a catch-up chain (<= gamma + 1) before the tree
     for (const MethodSpec& m : methods) widest = std::max(widest, draft_nodes(m));
-    Models models = load_models(args.models, methods, pool, static_cast<int>(std::max(256L, 2 * widest + 8)));
+    Models models =
+        load_models(args.models, methods, pool, static_cast<int>(std::max(256L, 2 * widest + 8)), args.target_scale);
     const Tokenizer tok = load_tokenizer(args.models);
     detail::require(tok.vocab_size() <= models.target->vocab_size(), "bench", [&] {
         return "the tokenizer has " + std::to_string(tok.vocab_size()) + " tokens, the target's vocabulary " +
@@ -584,6 +610,9 @@ int run(int argc, char** argv) {
     res.repeats = args.repeats;
     res.seed = args.seed;
     res.temperatures = args.temperatures;
+    res.target_scale = args.target_scale;
+    res.target_label = cost_scaled_label(args.target_scale);
+    if (!res.target_scale.empty()) res.weights = "target bf16 (widened, generated rows), drafters float32, in ordinary memory";
 
     const std::size_t M = methods.size(), P = prompts.size();
     const std::size_t baseline = static_cast<std::size_t>(std::find_if(methods.begin(), methods.end(), [](const MethodSpec& m) {
