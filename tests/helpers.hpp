@@ -30,7 +30,6 @@ inline specdec::Config tiny_config(bool gqa = true, int vocab = 64) {
 using specdec::check::ChiSquare;
 using specdec::check::chi_square;
 using specdec::check::chi_square_critical;
-using specdec::check::draft_depth;
 
 /// Exact P(t1, t2 | prompt) of `target` under `s` (check::exact_two_token_law).
 template <class Model>
@@ -38,13 +37,23 @@ specdec::check::Law exact_two_tokens(Model& target, const std::vector<int>& prom
     return specdec::check::exact_two_token_law(target, prompt, s);
 }
 
-/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1), each just
-/// long enough that the first step drafts as deep as the builder does (check::sampled_two_token_law).
+/// How deep sampled_two_tokens lets a builder draft: gamma (Chain, ExpandedChain) or the levels of a
+/// k-config; 0 otherwise (two tokens). check::draft_depth also reads PCT's max_depth and EAGLE-2's depth.
+template <class Builder>
+int draft_depth(const Builder& b) {
+    if constexpr (requires { b.gamma; }) return b.gamma;
+    else if constexpr (requires { b.k_config.size(); }) return static_cast<int>(b.k_config.size());
+    else return 0;
+}
+
+/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1), each
+/// max(2, draft_depth + 1) tokens long (check::sampled_two_token_law).
 template <class Model, class P, class Builder, class Acc>
 specdec::check::Counts sampled_two_tokens(Model& target, P& proposer, Builder builder, Acc acceptor,
                                           const std::vector<int>& prompt, const specdec::Sampling& s, int runs) {
     specdec::TreeVerifier verifier;
-    return specdec::check::sampled_two_token_law(target, proposer, builder, verifier, acceptor, prompt, s, runs);
+    return specdec::check::sampled_two_token_law(target, proposer, builder, verifier, acceptor, prompt, s, runs,
+                                                 std::max(2, draft_depth(builder) + 1));
 }
 
 /// A drafter whose next-token law depends only on the node's token: a few listed probabilities, the
