@@ -62,7 +62,8 @@
 // loop). `static_assert(specdec::check_proposer<MyProposer>());` under the class names each missing
 // member in its own error; so does a call of speculative_generate with a policy that does not fit.
 // `prefill(model, tokens)` and `next_token_distribution(model, text, sampling)` give the exact law a
-// lossless composition must reproduce.
+// lossless composition must reproduce, and `check::check_lossless(target, make, prompts, sampling, runs)`
+// (detail/check/lossless.hpp) tests that it does: a printable report, with a planted lossy control.
 //
 // ## Compile-time options
 // Define before the first `#include "specdec.hpp"` of a translation unit:
@@ -143,8 +144,14 @@
 
 // ---- loop: the decoding loop and its metrics
 #include "detail/loop/generate.hpp"                   // defines: speculative_generate, autoregressive_generate, Generation, StepRecord
-#include "detail/loop/policy_errors.hpp"              // defines: the overloads a malformed policy lands on (one error per missing member)
+#include "detail/loop/policy_errors.hpp"              // defines: the overloads a malformed policy lands on (one error per missing member),
+                                                      //          and the one that takes temporaries (`Chain{.gamma = 4}` in the call)
 #include "detail/loop/metrics.hpp"                    // defines: summarize, Summary, expected_speedup, standardized_walltime_improvement
+
+// ---- check: is a composition lossless? (docs/losslessness.md)
+#include "detail/check/lossless.hpp"                  // defines: check::check_lossless, check::Report, check::Composition, check::greedy_identity,
+                                                      //          check::exact_two_token_law, check::sampled_two_token_law, check::chi_square,
+                                                      //          check::chi_square_critical, check::total_variation, check::AcceptEveryDraft
 
 #if !defined(SPECDEC_DECODING_ONLY)
 // ---- methods/cs_drafting: Cascade Speculative Drafting (cascade-speculative-drafting.txt)

@@ -22,6 +22,7 @@ cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/instal
 cmake --build build/consumer -j "$jobs" >/dev/null
 ./build/consumer/consumer
 ./build/consumer/consumer_compiled
+./build/consumer/check_acceptor
 
 echo "== ASan + UBSan build + tests"
 # -O1 -g1 (line tables: stack traces keep file and line): a test file took 77 s to compile at -O2 -g

@@ -25,68 +25,20 @@ inline specdec::Config tiny_config(bool gqa = true, int vocab = 64) {
                            .max_position_embeddings = 128};
 }
 
-/// Upper critical value of the chi-square distribution (Wilson–Hilferty), for z standard deviations.
-inline double chi_square_critical(int dof, double z = 3.09 /* p = 0.001 */) {
-    const double a = 2.0 / (9.0 * dof);
-    return dof * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
+// The statistics and laws of the losslessness checks are the library's (specdec::check,
+// detail/check/lossless.hpp); these names forward to them.
+using specdec::check::ChiSquare;
+using specdec::check::chi_square;
+using specdec::check::chi_square_critical;
 
-/// Pearson's statistic of observed counts against expected probabilities, pooling cells whose expected
-/// count is below 5 into one (the usual validity rule). Returns {statistic, degrees of freedom}.
-struct ChiSquare {
-    double statistic = 0;
-    int dof = 0;
-};
-template <class Key>
-ChiSquare chi_square(const std::map<Key, int>& observed, const std::map<Key, double>& expected, int n) {
-    ChiSquare r;
-    double pooled_obs = 0, pooled_exp = 0;
-    int cells = 0;
-    for (const auto& [key, p] : expected) {
-        const auto it = observed.find(key);
-        const double o = it == observed.end() ? 0.0 : it->second, e = p * n;
-        if (e < 5.0) {
-            pooled_obs += o;
-            pooled_exp += e;
-            continue;
-        }
-        r.statistic += (o - e) * (o - e) / e;
-        ++cells;
-    }
-    // Outcomes the target gives probability ~0 but that were observed land in the pool too.
-    for (const auto& [key, o] : observed)
-        if (!expected.count(key)) pooled_obs += o;
-    if (pooled_exp > 0) {
-        r.statistic += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / std::max(pooled_exp, 1.0);
-        ++cells;
-    }
-    r.dof = cells - 1;
-    return r;
-}
-
-/// Exact P(t1, t2 | prompt) of `target` under `s`: one forward over the root and each first token.
+/// Exact P(t1, t2 | prompt) of `target` under `s` (check::exact_two_token_law).
 template <class Model>
-std::map<std::pair<int, int>, double> exact_two_tokens(Model& target, const std::vector<int>& prompt,
-                                                       const specdec::Sampling& s) {
-    const int V = target.vocab_size();
-    std::map<std::pair<int, int>, double> out;
-    std::vector<float> p1(V), p2(V);
-    target.reset();
-    specdec::prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
-    specdec::Tree t;
-    t.add_root(prompt.back());
-    for (int a = 0; a < V; ++a) t.add(a, 0);
-    const specdec::Rows r = target.forward(t, 0);
-    specdec::processed_probs(r.row(0), s, p1);
-    for (int a = 0; a < V; ++a) {
-        specdec::processed_probs(r.row(1 + a), s, p2);
-        for (int b = 0; b < V; ++b)
-            if (p1[a] * p2[b] > 0) out[{a, b}] = double(p1[a]) * p2[b];
-    }
-    return out;
+specdec::check::Law exact_two_tokens(Model& target, const std::vector<int>& prompt, const specdec::Sampling& s) {
+    return specdec::check::exact_two_token_law(target, prompt, s);
 }
 
-/// How deep a builder drafts when nothing limits it (Chain, ExpandedChain: gamma; KAryTree: its levels).
+/// How deep sampled_two_tokens lets a builder draft: gamma (Chain, ExpandedChain) or the levels of a
+/// k-config; 0 otherwise (two tokens). check::draft_depth also reads PCT's max_depth and EAGLE-2's depth.
 template <class Builder>
 int draft_depth(const Builder& b) {
     if constexpr (requires { b.gamma; }) return b.gamma;
@@ -94,22 +46,14 @@ int draft_depth(const Builder& b) {
     else return 0;
 }
 
-/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1), each just
-/// long enough (at least two tokens) that the loop lets the first step draft as deep as the builder does:
-/// the room left is max_new_tokens - 1.
+/// How often each pair of first two tokens came out of `runs` generations (seeds 0..runs-1), each
+/// max(2, draft_depth + 1) tokens long (check::sampled_two_token_law).
 template <class Model, class P, class Builder, class Acc>
-std::map<std::pair<int, int>, int> sampled_two_tokens(Model& target, P& proposer, Builder builder, Acc acceptor,
-                                                      const std::vector<int>& prompt, const specdec::Sampling& s, int runs) {
-    const int max_new_tokens = std::max(2, draft_depth(builder) + 1);
-    std::map<std::pair<int, int>, int> counts;
+specdec::check::Counts sampled_two_tokens(Model& target, P& proposer, Builder builder, Acc acceptor,
+                                          const std::vector<int>& prompt, const specdec::Sampling& s, int runs) {
     specdec::TreeVerifier verifier;
-    for (int seed = 0; seed < runs; ++seed) {
-        const specdec::Generation g = specdec::speculative_generate(
-            target, proposer, builder, verifier, acceptor, prompt,
-            specdec::GenerateOptions{.max_new_tokens = max_new_tokens, .sampling = s, .seed = static_cast<std::uint64_t>(seed)});
-        ++counts[{g.tokens[0], g.tokens[1]}];
-    }
-    return counts;
+    return specdec::check::sampled_two_token_law(target, proposer, builder, verifier, acceptor, prompt, s, runs,
+                                                 std::max(2, draft_depth(builder) + 1));
 }
 
 /// A drafter whose next-token law depends only on the node's token: a few listed probabilities, the

@@ -30,4 +30,10 @@ inline void require(bool ok, std::string_view where, MakeMessage&& make_message)
 }
 
 }  // namespace detail
+
+// For policy authors: the same helpers under public names. A policy reports a broken precondition with
+// `specdec::require(cond, "acceptor", [&] { return message; })` (docs/writing_a_policy.md).
+using detail::fail;
+using detail::require;
+
 }  // namespace specdec

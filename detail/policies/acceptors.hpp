@@ -95,6 +95,11 @@ constexpr std::uint32_t kBonusCoin = 0xFFFFFFFFu;
 
 }  // namespace detail
 
+// For policy authors (docs/writing_a_policy.md): the greedy walk every acceptor reduces to at
+// temperature 0, and the coin of the final draw at a node, `ctx.rng.uniform(node, kBonusCoin)`.
+using detail::greedy_walk;
+using detail::kBonusCoin;
+
 /// Precondition: greedy decoding (temperature 0), and a target whose logits for a node are those its
 /// own decode step would give (CpuModel on AVX-512 gives them bit for bit: tree_attention.hpp). Then it
 /// is lossless for ANY tree: the output is the target's argmax chain token for token.

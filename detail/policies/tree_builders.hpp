@@ -105,6 +105,12 @@ inline int add_drafted(Tree& tree, int parent, const DraftToken& t, const Sampli
 
 }  // namespace detail
 
+// For builder authors (docs/writing_a_policy.md): children drawn from a node's q at the documented
+// coordinates, a token proposer's draft gathered up to n tokens, and a drafted token recorded with its law.
+using detail::add_children;
+using detail::add_drafted;
+using detail::draft_tokens;
+
 /// Drafts nothing: the tree is the pending root alone. With it the loop is autoregressive decoding.
 struct RootOnly {
     template <Proposer P>

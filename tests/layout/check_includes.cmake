@@ -9,8 +9,9 @@ set(allowed_io       core model io)
 set(allowed_policies core model policies)
 set(allowed_train    core model util train)
 set(allowed_loop     core model policies loop)
-set(allowed_methods  core util model io policies train loop methods)  # never another paper's folder
-set(allowed_cuda     core util model io policies train loop methods cuda)
+set(allowed_check    core model policies loop check)
+set(allowed_methods  core util model io policies train loop check methods)  # never another paper's folder
+set(allowed_cuda     core util model io policies train loop check methods cuda)
 
 file(GLOB_RECURSE headers RELATIVE ${ROOT}/detail ${ROOT}/detail/*.hpp ${ROOT}/detail/*.cuh)
 set(violations "")

@@ -68,6 +68,29 @@ TEMPLATE_LIST_TEST_CASE("greedy speculative output equals plain greedy decoding 
     int rejected_somewhere = 0;
     for (const StepRecord& s : spec.steps) rejected_somewhere += s.n_accepted < s.depth;
     CHECK(rejected_somewhere > 0);  // ... and some were not: the check is not vacuous
+    // The library's check (specdec::check::greedy_identity) agrees, on a composition made by a factory.
+    const auto make = [&] { return check::Composition{ModelProposer(m.draft), TestType::builder(), typename TestType::Acc{}}; };
+    const std::vector<check::GreedyResult> g = check::greedy_identity(m.target, make, {prompt}, 40, seed);
+    REQUIRE(g.size() == 1);
+    CHECK(g[0].identical() == (spec.tokens == plain.tokens));
+    CHECK(g[0].n_target_calls == spec.n_target_calls());
+}
+
+TEST_CASE("policies written in the call (temporaries) decode as named ones do", "[generate]") {
+    Pair m(3, 0.15f);
+    const std::vector<int> prompt{5, 3, 17, 42};
+    const GenerateOptions opts{.max_new_tokens = 24, .sampling = {.temperature = 1.0f}, .seed = 9};
+    ModelProposer proposer(m.draft);
+    Chain builder{.gamma = 4};
+    TreeVerifier verifier;
+    SpeculativeSampling acceptor;
+    const Generation named = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+    const Generation all = speculative_generate(m.target, ModelProposer(m.draft), Chain{.gamma = 4}, TreeVerifier{},
+                                                SpeculativeSampling{}, prompt, opts);
+    const Generation mixed = speculative_generate(m.target, proposer, Chain{.gamma = 4}, verifier, SpeculativeSampling{}, prompt, opts);
+    CHECK(all.tokens == named.tokens);
+    CHECK(mixed.tokens == named.tokens);
+    CHECK(all.n_target_calls() == named.n_target_calls());
 }
 
 TEST_CASE("the output is cut at max_new_tokens and at the EOS token", "[generate]") {

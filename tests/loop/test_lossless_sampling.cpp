@@ -1,8 +1,14 @@
 // Losslessness under sampling: over many fixed seeds, the first two generated tokens of each
 // lossless composition follow the target's own distribution (chi-square at p = 0.001); a deliberately
 // lossy acceptor fails the same check, so the check has teeth. Seeds are fixed: the test cannot flake.
+// The statistics are the library's own (specdec::check, detail/check/lossless.hpp), tested here too.
+#include <algorithm>
+#include <cstdint>
 #include <map>
+#include <span>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "catch.hpp"
 #include "helpers.hpp"
@@ -23,22 +29,6 @@ struct Models {
     CpuModel draft{cfg, perturbed(cfg, w, 0.8f, 77)};
 };
 
-/// Accepts every draft of a chain without looking at the target: lossy on purpose.
-struct AcceptEverything {
-    AcceptResult accept(const Tree& tree, Rows logits, const StepContext& ctx) const {
-        AcceptResult r{{0}, 0};
-        for (int node = 0;;) {
-            const auto kids = tree.children(node);
-            if (kids.empty()) break;
-            r.path.push_back(node = kids[0]);
-        }
-        std::vector<float> p(logits.cols);
-        processed_probs(logits.row(r.path.back()), ctx.sampling, p);
-        r.bonus = sample_index(p, ctx.rng.uniform(0));
-        return r;
-    }
-};
-
 test::Stepper g_stepper{.vocab = kVocab, .per_call = 2};
 
 /// The drafter of most compositions: the perturbed model, scoring the builder's nodes.
@@ -47,13 +37,14 @@ struct PlainDrafter {
 };
 
 template <class Builder, class Acc, class MakeProposer = PlainDrafter>
-test::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling& s, MakeProposer make = {}) {
+check::ChiSquare check_composition(Builder builder, Acc acceptor, const Sampling& s, MakeProposer make = {}) {
     Models m;
     const std::vector<int> prompt{1, 4, 2};
-    const auto expected = test::exact_two_tokens(m.target, prompt, s);
+    const check::Law expected = check::exact_two_token_law(m.target, prompt, s);
     auto proposer = make(m);
-    const auto observed = test::sampled_two_tokens(m.target, proposer, builder, acceptor, prompt, s, kRuns);
-    const test::ChiSquare r = test::chi_square(observed, expected, kRuns);
+    TreeVerifier verifier;
+    const check::Counts observed = check::sampled_two_token_law(m.target, proposer, builder, verifier, acceptor, prompt, s, kRuns);
+    const check::ChiSquare r = check::chi_square(observed, expected, kRuns);
     REQUIRE(r.dof >= 8);  // enough populated cells that the test means something
     return r;
 }
@@ -66,27 +57,27 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
     SECTION("chain + SpeculativeSampling") {
         const auto r = check_composition(Chain{.gamma = 3}, SpeculativeSampling{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("sampled tree with replacement + MultiDraftSampling (SpecInfer)") {
         const auto r = check_composition(KAryTree{{3, 2}, DrawPolicy::kSampleWithReplacement}, MultiDraftSampling{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("sampled tree without replacement + MultiDraftSampling (MCSD)") {
         const auto r = check_composition(KAryTree{{3, 2}, DrawPolicy::kSampleWithoutReplacement}, MultiDraftSampling{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("top-k tree + SampleAndMatch") {
         const auto r = check_composition(KAryTree{{2, 2}, DrawPolicy::kTopK}, SampleAndMatch{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("CAPE tree (greedy chain + confidence-sized leaves) + SampleAndMatch") {
         const auto r = check_composition(ExpandedChain{.gamma = 3, .sizes = {{0.5f, 1.0f}, {3, 1}}}, SampleAndMatch{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("PCT tree (top-k children, pruned by path confidence) + SampleAndMatch") {
         // PCT's children are the drafter's top-k, not draws: SampleAndMatch is the acceptor that stays exact.
@@ -94,14 +85,14 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
             PrunedCandidateTree{.expand_threshold = 0.2f, .leaf_threshold = 0.05f, .width = 3, .max_depth = 3},
             SampleAndMatch{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("EAGLE-2 tree (top-k expansion, global top-N rerank) + SampleAndMatch") {
         // Deterministic top-k children reranked after drafting, as PCT's: SampleAndMatch stays exact
         // (EAGLE's own acceptance, a point-mass q per candidate, has the same law).
         const auto r = check_composition(Eagle2Tree{.total_tokens = 8, .depth = 3, .top_k = 3}, SampleAndMatch{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("EDD drafter (the target's states as a soft prompt) + PCT tree + SampleAndMatch") {
         // EDD's paper runs greedy only; at T > 0 its PCT tree of top-k children goes with SampleAndMatch.
@@ -112,7 +103,7 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
                 return EddProposer(m.target, drafter, edd_hidden_layer(m.cfg));
             });
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("a cascade (drafter reviewing a deterministic drafter, lenience 3) + SpeculativeSampling") {
         // CS Drafting's vertical cascade: the drafter reviews leniently, so its tokens do NOT follow its
@@ -121,22 +112,125 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
             return Review(m.draft, g_stepper, ReviewOptions{.budget = 3, .lenience = {3.0}});
         });
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("a deterministic token drafter (q = one-hot, like Max-Gram) + SpeculativeSampling") {
         const auto r = check_composition(Chain{.gamma = 3}, SpeculativeSampling{}, s, [](Models&) { return g_stepper; });
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
     SECTION("autoregressive decoding (the reference the others are held to)") {
         const auto r = check_composition(RootOnly{}, SampleAndMatch{}, s);
         CAPTURE(r.statistic, r.dof);
-        CHECK(r.statistic < test::chi_square_critical(r.dof));
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
 }
 
 TEST_CASE("the same check detects a deliberately lossy acceptor", "[lossless][sampling][slow]") {
-    const auto r = check_composition(Chain{.gamma = 2}, AcceptEverything{}, Sampling{.temperature = 1.0f});
+    const auto r = check_composition(Chain{.gamma = 2}, check::AcceptEveryDraft{}, Sampling{.temperature = 1.0f});
     CAPTURE(r.statistic, r.dof);
-    CHECK(r.statistic > test::chi_square_critical(r.dof));
+    CHECK(r.statistic > check::chi_square_critical(r.dof));
+}
+
+namespace {
+
+/// A chain acceptor as a student writes it from Leviathan et al. 2023, Alg. 1 and the random
+/// coordinates of docs/writing_a_policy.md: the coin of the child of `node` is uniform(node, 0), the
+/// final draw at the path's end uniform(node, kBonusCoin). With `residual = false` it draws from p after
+/// a rejection instead of norm(max(0, p - q)): the classic bug, lossy.
+struct HandWrittenChain {
+    bool residual = true;
+    AcceptResult accept(const Tree& tree, Rows logits, const StepContext& ctx) const {
+        if (ctx.sampling.greedy()) return greedy_walk(tree, logits);
+        std::vector<float> p(logits.cols);
+        AcceptResult r{{0}, 0};
+        int node = 0;
+        for (;;) {
+            processed_probs(logits.row(node), ctx.sampling, p);
+            const std::vector<int> kids = tree.children(node);
+            if (kids.empty()) break;
+            const int x = tree[kids[0]].token;
+            const std::span<const float> q = tree.child_dist(node);
+            if (ctx.rng.uniform(static_cast<std::uint32_t>(node), 0) < p[x] / q[x]) {
+                r.path.push_back(node = kids[0]);
+                continue;
+            }
+            if (residual)
+                for (int t = 0; t < logits.cols; ++t) p[t] = std::max(0.0f, p[t] - q[t]);  // sample_index normalises
+            break;
+        }
+        r.bonus = sample_index(p, ctx.rng.uniform(static_cast<std::uint32_t>(node), kBonusCoin));
+        return r;
+    }
+};
+
+template <class Acc>
+auto chain_with(Models& m, Acc acceptor) {
+    return [&m, acceptor] { return check::Composition{ModelProposer(m.draft), Chain{.gamma = 3}, acceptor}; };
+}
+
+}  // namespace
+
+TEST_CASE("a chain acceptor drawing at the documented coordinates gives SpeculativeSampling's tokens", "[lossless][sampling]") {
+    const Sampling s = GENERATE(Sampling{.temperature = 1.0f}, Sampling{.temperature = 1.5f, .top_k = 5, .top_p = 0.95f});
+    CAPTURE(s.temperature, s.top_k, s.top_p);
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    int rejections = 0, different = 0;
+    for (std::uint64_t seed = 0; seed < 100; ++seed) {
+        const GenerateOptions opts{.max_new_tokens = 12, .sampling = s, .seed = seed};
+        // Policies written in the call: the loop takes temporaries.
+        const Generation lib = speculative_generate(m.target, ModelProposer(m.draft), Chain{.gamma = 3}, TreeVerifier{},
+                                                    SpeculativeSampling{}, prompt, opts);
+        const Generation mine = speculative_generate(m.target, ModelProposer(m.draft), Chain{.gamma = 3}, TreeVerifier{},
+                                                     HandWrittenChain{}, prompt, opts);
+        different += lib.tokens != mine.tokens;
+        for (const StepRecord& r : lib.steps) rejections += r.n_accepted < r.depth;
+    }
+    CHECK(different == 0);
+    CHECK(rejections > 50);  // the residual was drawn from often: the comparison is not vacuous
+}
+
+TEST_CASE("check_lossless passes a correct hand-written acceptor and fails planted wrong ones", "[lossless][sampling][slow]") {
+    Models m;
+    const std::vector<std::vector<int>> prompts{{1, 4, 2}};
+    const Sampling s{.temperature = 1.0f};
+    SECTION("the correct chain acceptor: lossless, and the control is caught") {
+        const check::Report r = check::check_lossless(m.target, chain_with(m, HandWrittenChain{}), prompts, s, kRuns);
+        INFO(r.to_string());
+        REQUIRE(r.prompts.size() == 1);
+        CHECK(r.prompts[0].law.chi.dof >= 8);
+        CHECK(r.lossless());
+        CHECK(r.powered());
+        CHECK(r.ok());
+        CHECK(r.prompts[0].law.tv < r.prompts[0].control.tv);
+        CHECK(r.to_string().find("verdict: lossless on every prompt") != std::string::npos);
+    }
+    SECTION("no residual after a rejection: not lossless") {
+        const check::Report r = check::check_lossless(m.target, chain_with(m, HandWrittenChain{.residual = false}), prompts, s, kRuns);
+        INFO(r.to_string());
+        CHECK_FALSE(r.lossless());
+        CHECK_FALSE(r.ok());
+        CHECK(r.to_string().find("NOT lossless") != std::string::npos);
+    }
+    SECTION("accept every draft: not lossless") {
+        const check::Report r = check::check_lossless(m.target, chain_with(m, check::AcceptEveryDraft{}), prompts, s, kRuns);
+        INFO(r.to_string());
+        CHECK_FALSE(r.lossless());
+    }
+    SECTION("greedy: identical to plain decoding, and the control differs") {
+        const check::Report r = check::check_lossless(m.target, chain_with(m, HandWrittenChain{}), {{1, 4, 2}, {3, 0}}, Sampling{}, 4);
+        INFO(r.to_string());
+        CHECK(r.ok());
+    }
+}
+
+TEST_CASE("check_lossless reports no power for a composition that drafts nothing", "[lossless][sampling]") {
+    Models m;
+    const auto root_only = [&m] { return check::Composition{ModelProposer(m.draft), RootOnly{}, SampleAndMatch{}}; };
+    const check::Report r = check::check_lossless(m.target, root_only, {{1, 4, 2}}, Sampling{.temperature = 1.0f}, 500);
+    INFO(r.to_string());
+    CHECK(r.lossless());
+    CHECK_FALSE(r.powered());  // AcceptEveryDraft has no draft to keep: the control is lossless too
+    CHECK(r.to_string().find("NOT caught") != std::string::npos);
 }

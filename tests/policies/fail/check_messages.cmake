@@ -15,7 +15,8 @@ set(expected
     "specdec: draft(after, limit, ctx) must return specdec::Draft"
     "specdec: an Acceptor needs `AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx)`"
     "specdec: a TreeBuilder needs `Tree build(P& proposer, int root_token, const StepContext& ctx)`"
-    "specdec: a LanguageModel needs `void truncate(int n)`")
+    "specdec: a LanguageModel needs `void truncate(int n)`"
+    "specdec: accept(tree, target_logits, ctx) must return specdec::AcceptResult")
 set(missing "")
 foreach(message IN LISTS expected)
     string(FIND "${out}" "${message}" at)

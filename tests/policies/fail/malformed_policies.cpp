@@ -1,4 +1,4 @@
-// Five malformed compositions, each missing one thing. This file must fail to compile, with one message
+// Six malformed compositions, each missing one thing. This file must fail to compile, with one message
 // per composition that names what is missing (check_messages.cmake compiles it and looks for each).
 // Never built into a program.
 #define SPECDEC_DECODING_ONLY
@@ -41,6 +41,10 @@ struct NoContext {  // 3: an acceptor that forgot the StepContext
     AcceptResult accept(const Tree&, Rows) { return {}; }
 };
 
+struct ReturnsPath {  // 6: an acceptor returning a bare path, passed as a temporary
+    std::vector<int> accept(const Tree&, Rows, const StepContext&) { return {}; }
+};
+
 struct NoTruncate {  // 5: a target without truncate()
     int vocab_size() const { return 64; }
     int cache_len() const { return 0; }
@@ -58,4 +62,7 @@ void malformed(CpuModel& target, NoTruncate& other) {
     run<CpuModel, TokenDrafter, Chain, NoContext>(target);
     run<CpuModel, TokenDrafter, KAryTree, GreedyMatch>(target);  // 4: KAryTree drives only ScoresNodes proposers
     run<NoTruncate, TokenDrafter, Chain, GreedyMatch>(other);
+    // 6: policies written in the call reach the same member-by-member checks.
+    speculative_generate(target, TokenDrafter{}, Chain{.gamma = 2}, TreeVerifier{}, ReturnsPath{}, std::vector<int>{1},
+                         GenerateOptions{});
 }
