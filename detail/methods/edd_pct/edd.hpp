@@ -121,7 +121,7 @@ public:
                    std::to_string(target.vocab_size());
         });
         if constexpr (requires { target.config(); }) check_edd_pair(drafter.config(), target_layer, target.config());
-        target.capture_hidden({target_layer});
+        target.add_hidden_layer(target_layer);  // beside any other reader's layer (a FeatureProposer's L)
     }
 
     int vocab_size() const { return drafter_->vocab_size(); }
@@ -177,7 +177,7 @@ public:
 private:
     /// Feeds the target's committed states the drafter lacks, as committed rows.
     void catch_up() {
-        const Rows h = target_->committed_hidden(0);
+        const Rows h = target_->committed_hidden(target_->hidden_index(layer_));
         const int n = h.rows();
         detail::require(n >= fed_, "edd", [&] {
             return "the target holds " + std::to_string(n) + " committed states but the drafter was fed " +
