@@ -144,6 +144,9 @@ public:
     /// EAGLE-style features go through the same layers, cache and commit as tokens do; given the
     /// model's own embedding rows (embedding(t)) the logits are those of forward(), bit for bit.
     Rows forward_embeddings(const Tree& tree, int first, Rows inputs);
+    /// Forwards run so far (forward and forward_embeddings alike): what a proposer's n_calls must equal
+    /// when it drives this model alone, a load-independent cost count.
+    long n_forwards() const { return n_forwards_; }
 
     /// The input vector (D) of `token`: its row of the embedding matrix.
     std::span<const float> embedding(int token) const {
@@ -273,6 +276,7 @@ private:
     std::vector<double> inv_freq_;            // (hd/2) RoPE frequencies
     std::vector<float> rope_cs_;              // (n, hd/2, 2) cos, sin per node
     int cache_len_ = 0;      // T
+    long n_forwards_ = 0;    // run_forward calls (n_forwards)
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
     detail::KvCache kv_;     // (L, C, Hkv*hd) keys and values
     std::vector<float> x_, xb_;             // (n, D)
@@ -443,6 +447,7 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
                " nodes of this tree were computed before (pass 0 for a new tree)";
     });
     tree.validate(cfg_.vocab_size);
+    ++n_forwards_;
     detail::require(cache_len_ + std::int64_t{N} <= kv_.max_rows(), "model", [&] {
         return "tree of " + std::to_string(N) + " nodes does not fit: cache holds " + std::to_string(cache_len_) +
                " tokens, capacity is " + std::to_string(kv_.max_rows()) + " (max_position_embeddings " +

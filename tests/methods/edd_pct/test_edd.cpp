@@ -276,3 +276,28 @@ TEST_CASE("an EDD drafter and a feature drafter on one target each read their ow
     CHECK_THROWS_WITH(run(shared, edd), Catch::Contains("[specdec.model] hidden_index: layer 1 is not captured") &&
                                             Catch::Contains("captured: {0}"));
 }
+
+TEST_CASE("EDD counts every drafter forward, the catch-up of the target's states included", "[edd]") {
+    // The states committed since the last step ride in the step's first forward (as ModelProposer's
+    // catch-up chain does), so the proposer's count is the drafter model's own count of forwards, and a
+    // chain of gamma costs gamma forwards per step.
+    const Config tc = target_config(), dc = edd_drafter_config(tc);
+    const Weights tw = random_weights(tc, 4, 0.4f);
+    CpuModel target(tc, tw), drafter(dc, edd_initial_weights(dc, tw, 54, 0.4f));
+    EddProposer proposer(target, drafter, edd_hidden_layer(tc));
+    Chain chain{.gamma = 3};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const std::vector<int> prompt = some_tokens(7, tc.vocab_size, 4);
+    const GenerateOptions gen{.max_new_tokens = 25};
+    const Generation g = speculative_generate(target, proposer, chain, verifier, acceptor, prompt, gen);
+    CHECK(g.tokens == autoregressive_generate(target, prompt, gen).tokens);
+    long per_step = 0;
+    for (const StepRecord& s : g.steps) {
+        CHECK(s.n_draft_calls == s.depth);
+        per_step += s.n_draft_calls;
+    }
+    CHECK(proposer.n_calls() == per_step);
+    CHECK(drafter.n_forwards() == proposer.n_calls());
+    CHECK(proposer.usage()[0].calls == drafter.n_forwards());
+}
