@@ -37,7 +37,7 @@ struct TargetInitialisedTree {
     template <DrafterBase P>
     Tree build(P& proposer, int root_token, const StepContext& ctx) {
         static_assert(ScoresNodes<P>,
-                      "TargetInitialisedTree needs a drafter that scores nodes (ScoresNodes: a small LM, GLIDE, EDD, "
+                      "specdec: TargetInitialisedTree needs a drafter that scores nodes (ScoresNodes: a small LM, GLIDE, EDD, "
                       "EAGLE/FSPAD): its roots are drawn from the target's bonus law, and a drafter that chooses its own "
                       "tokens (DraftsTokens: Max-Gram, prompt lookup, a cascade) drafts after a pending root, which such "
                       "a step does not have");

@@ -15,7 +15,8 @@ set(expected
     "specdec: draft(after, limit, ctx) must return specdec::Draft"
     "specdec: an Acceptor needs `AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx)`"
     "specdec: a TreeBuilder needs `Tree build(P& proposer, int root_token, const StepContext& ctx)`"
-    "specdec: a LanguageModel needs `void truncate(int n)`")
+    "specdec: a LanguageModel needs `void truncate(int n)`"
+    "specdec: TargetInitialisedTree needs a drafter that scores nodes")
 set(missing "")
 foreach(message IN LISTS expected)
     string(FIND "${out}" "${message}" at)

@@ -1,4 +1,4 @@
-// Five malformed compositions, each missing one thing. This file must fail to compile, with one message
+// Six malformed compositions, each missing one thing. This file must fail to compile, with one message
 // per composition that names what is missing (check_messages.cmake compiles it and looks for each).
 // Never built into a program.
 #define SPECDEC_DECODING_ONLY
@@ -58,4 +58,7 @@ void malformed(CpuModel& target, NoTruncate& other) {
     run<CpuModel, TokenDrafter, Chain, NoContext>(target);
     run<CpuModel, TokenDrafter, KAryTree, GreedyMatch>(target);  // 4: KAryTree drives only ScoresNodes proposers
     run<NoTruncate, TokenDrafter, Chain, GreedyMatch>(other);
+    // 6: target-initialised MCSD's roots come from the target's law: a drafter choosing its own tokens
+    // after a pending root cannot start such a step
+    run<CpuModel, TokenDrafter, TargetInitialisedTree, LossyTargetInitialisedSampling>(target);
 }
