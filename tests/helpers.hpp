@@ -86,11 +86,13 @@ std::map<std::pair<int, int>, double> exact_two_tokens(Model& target, const std:
     return out;
 }
 
-/// How deep a builder drafts when nothing limits it (Chain, ExpandedChain: gamma; KAryTree: its levels).
+/// How deep a builder drafts when nothing limits it (Chain, ExpandedChain: gamma; KAryTree: its levels;
+/// a fork: max_depth).
 template <class Builder>
 int draft_depth(const Builder& b) {
     if constexpr (requires { b.gamma; }) return b.gamma;
     else if constexpr (requires { b.k_config.size(); }) return static_cast<int>(b.k_config.size());
+    else if constexpr (requires { b.max_depth; b.stop; }) return b.max_depth;  // MCSD's forks (DynamicFork, TargetInitialisedFork)
     else return 0;
 }
 
