@@ -1,8 +1,9 @@
 // mcsd_study — improved MCSD's measurements that the benchmark harness cannot express (docs/methods/mcsd.md):
 //
-//   law [T=1] [draws=3000]  what target-initialisation's "lossy" costs on the shipped models (target, small
-//       drafter): the joint law of the first two generated tokens of improved MCSD (2,4,3,1,1) and of plain
-//       sampling, `draws` seeded runs at temperature T, against the target's exact law (chi-square, pooled cells)
+//   law [T=1] [draws=3000] [prompt]  what target-initialisation's "lossy" costs on the shipped models (target,
+//       small drafter): the joint law of the first two generated tokens of improved MCSD (2,4,3,1,1) and of
+//       plain sampling, `draws` seeded runs at temperature T after `prompt` (default: the opening of A Tale of
+//       Two Cities), against the target's exact law (chi-square, pooled cells)
 //   likelihood [prompts=100]  the target's mean log-likelihood per token of 32-token continuations sampled at
 //       T = 1, target-initialised vs plain sampling, paired by prompt, with a standard error
 //   decision [small|mid]  trains Type 1 and Type 2 decision models (§3.3) on logged drafting steps, then
@@ -81,6 +82,10 @@ std::map<Pair, double> exact_two_tokens(CpuModel& target, const std::vector<int>
     return out;
 }
 
+/// The law mode's default prompt: a well-known opening whose continuation the target predicts with few
+/// likely tokens, so each cell of the two-token law holds enough draws to show a shift.
+const char* const kLawPrompt = "It was the best of times, it was the worst of times,";
+
 struct Models {
     ThreadPool pool{1};
     CpuModel target, draft;
@@ -96,12 +101,12 @@ struct Models {
 
 /// The first two tokens' joint law at temperature T over `draws` seeded runs (§3.1's loss shows first
 /// where a step keeps one seed of two), against the exact law, beside plain sampling's.
-int law(Models& m, float T, int draws) {
+int law(Models& m, float T, int draws, const std::string& text) {
     ModelProposer proposer(m.draft);
     TreeVerifier verifier;
     TargetInitialisedTree ti{.n_seeds = 2, .k_config = {4, 3, 1, 1}};
     LossyTargetInitialisedSampling lossy{.allow_lossy = true};
-    const std::vector<int> prompt = m.tok.encode(example::read_prompts("data/prompts.jsonl", 1)[0].text);
+    const std::vector<int> prompt = m.tok.encode(text);
     const Sampling s{.temperature = T};
     std::map<Pair, int> plain, seeded;
     for (int seed = 0; seed < draws; ++seed) {
@@ -114,8 +119,8 @@ int law(Models& m, float T, int draws) {
         if ((seed + 1) % 250 == 0) std::fprintf(stderr, "%d draws\n", seed + 1);
     }
     const auto exact = exact_two_tokens(m.target, prompt, s);
-    std::printf("first two tokens' joint law at T = %.1f, %d seeded runs, the first held-out prompt (%zu tokens)\n", T, draws,
-                prompt.size());
+    std::printf("first two tokens' joint law at T = %.1f, %d seeded runs, after \"%s\" (%zu tokens)\n", T, draws,
+                text.c_str(), prompt.size());
     std::printf("%-34s %10s %5s %9s %7s\n", "method", "chi-square", "dof", "critical", "TV");
     for (const auto& [name, counts] : {std::pair{"plain sampling (exact)", &plain}, std::pair{"target-initialised (2,4,3,1,1)", &seeded}}) {
         const auto [stat, dof] = chi_square(*counts, exact, draws);
@@ -276,7 +281,9 @@ int main(int argc, char** argv) try {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "law") {
         Models m("small");
-        return law(m, argc > 2 ? static_cast<float>(std::atof(argv[2])) : 1.0f, argc > 3 ? positive(argv[3], "draws") : 3000);
+        const float T = argc > 2 ? static_cast<float>(std::atof(argv[2])) : 1.0f;
+        if (!(T > 0.0f)) detail::fail("demo", std::string("T = '") + argv[2] + "': expected a temperature > 0 (the law is sampled)");
+        return law(m, T, argc > 3 ? positive(argv[3], "draws") : 3000, argc > 4 ? argv[4] : kLawPrompt);
     }
     if (mode == "likelihood") {
         Models m("small");
