@@ -18,6 +18,8 @@ out=build/mcsd
 mkdir -p "$out"
 ./build/release/specdec_bench --methods examples/bench/methods_mcsd.json --split test \
   --n-prompts 5 --repeats 1 --temperatures 0,0.7,1 --threads 1 --out "$out" "$@" | tee "$out/bench.txt"
-./build/release/mcsd_study loss 3000 100 | tee "$out/loss.txt"
+./build/release/mcsd_study law 1 3000 | tee "$out/law_t1.txt"
+./build/release/mcsd_study law 0.7 3000 | tee "$out/law_t07.txt"
+./build/release/mcsd_study likelihood 100 | tee "$out/likelihood.txt"
 ./build/release/mcsd_study decision small | tee "$out/decision_small.txt"
 ./build/release/mcsd_study mask | tee "$out/mask.txt"
