@@ -185,6 +185,7 @@
 #include "detail/methods/mcsd/fork_mask.hpp"           // defines: ForkMask, ForkMaskSlice, fork_tree (the dynamic sliced mask)
 #include "detail/methods/mcsd/decision_model.hpp"      // defines: DecisionModel, DecisionInput, law_features, stop_drafting (early stop)
 #include "detail/methods/mcsd/dynamic_fork.hpp"        // defines: DynamicFork, DecisionStop, NoEarlyStop (the dynamic configuration)
+#include "detail/methods/mcsd/target_initialised_fork.hpp"  // defines: TargetInitialisedFork (seeds + fork + early stop: the full framework)
 #if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/methods/mcsd/train_decision.hpp"      // defines: log_drafting_steps, DecisionSample, train::train_decision_model
 #endif

@@ -1,21 +1,26 @@
 #!/usr/bin/env bash
 # Improved MCSD in miniature (docs/methods/mcsd.md): the demo target with the small (0.6M) and mid
-# (1.5M) drafters through the benchmark harness on 5 held-out prompts — Table 2 (acceptance =
-# longest accepted draft / maximum draft length: SD vs MCSD (4,2,2,1) vs target-initialised
-# (2,4,3,1,1)) at T = 0.7, Table 3 (the dynamic shape: forks of 16 chains, depth 4), Table 4 (the
-# target-initialised acceptance at T = 0 and 1 with both drafters) and walltime speedups; then
-# examples/11_mcsd: the quality loss of target-initialisation (TV and KL of the first token, the target's
-# log-likelihood of continuations), the decision models, and the sliced mask's cost.
-# Writes build/mcsd/ (table.csv, table.json, report.html, *.txt). About 20 minutes on 2 busy cores.
+# (1.5M) drafters through the benchmark harness on 5 held-out prompts — Table 2 (acceptance
+# alpha_longest = longest accepted draft / maximum draft length, summed over steps: SD vs MCSD (4,2,2,1)
+# vs target-initialised (2,4,3,1,1)) at T = 0.7, the dynamic shape (forks of 16 chains, depth 4,
+# draft-initialised, and 2 seeds x 8 chains), the static target-initialised acceptance at T = 0 and 1,
+# and walltime speedups; then examples/bench/mcsd_study: what target-initialisation's loss is (the first
+# two tokens' joint law against the exact law, the target's log-likelihood of continuations), the
+# decision models with the draft-initialised fork and with the paper's framework (target-drawn seeds, a
+# chain below each, early stop), and the sliced mask's cost.
+# Writes build/mcsd/ (table.csv, table.json, report.html, *.txt). About an hour on 2 busy cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build/release -j "$(nproc)" --target specdec_bench 11_mcsd
+cmake --build build/release -j "$(nproc)" --target specdec_bench mcsd_study
 out=build/mcsd
 mkdir -p "$out"
 ./build/release/specdec_bench --methods examples/bench/methods_mcsd.json --split test \
   --n-prompts 5 --repeats 1 --temperatures 0,0.7,1 --threads 1 --out "$out" "$@" | tee "$out/bench.txt"
-./build/release/11_mcsd quality small 600 | tee "$out/quality_small.txt"
-./build/release/11_mcsd decision small | tee "$out/decision_small.txt"
-./build/release/11_mcsd mask | tee "$out/mask.txt"
+./build/release/mcsd_study law 1 3000 | tee "$out/law_t1.txt"
+./build/release/mcsd_study law 0.7 3000 | tee "$out/law_t07.txt"
+./build/release/mcsd_study law 0.7 8000 "The United States of" | tee "$out/law_t07_us.txt"
+./build/release/mcsd_study likelihood 100 | tee "$out/likelihood.txt"
+./build/release/mcsd_study decision small | tee "$out/decision_small.txt"
+./build/release/mcsd_study mask | tee "$out/mask.txt"

@@ -37,12 +37,13 @@ specdec::check::Law exact_two_tokens(Model& target, const std::vector<int>& prom
     return specdec::check::exact_two_token_law(target, prompt, s);
 }
 
-/// How deep sampled_two_tokens lets a builder draft: gamma (Chain, ExpandedChain) or the levels of a
-/// k-config; 0 otherwise (two tokens). check::draft_depth also reads PCT's max_depth and EAGLE-2's depth.
+/// How deep a builder drafts when nothing limits it (Chain, ExpandedChain: gamma; KAryTree: its levels;
+/// a fork: max_depth); 0 otherwise. check::draft_depth also reads PCT's max_depth and EAGLE-2's depth.
 template <class Builder>
 int draft_depth(const Builder& b) {
     if constexpr (requires { b.gamma; }) return b.gamma;
     else if constexpr (requires { b.k_config.size(); }) return static_cast<int>(b.k_config.size());
+    else if constexpr (requires { b.max_depth; b.stop; }) return b.max_depth;  // MCSD's forks (DynamicFork, TargetInitialisedFork)
     else return 0;
 }
 

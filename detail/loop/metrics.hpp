@@ -65,7 +65,10 @@ struct Summary {
                                  // depth d (a chain of 5 accepted whole gives 6/5), as the paper's tables
                                  // satisfy alpha ~ tau / depth; a step with an empty draft has no tree and
                                  // is left out (its bonus alone would count against no depth)
-    double alpha_longest = 0;    // MCSD: longest accepted draft / maximum draft length, summed over steps
+    double alpha_longest = 0;    // improved MCSD (§1): longest accepted draft / maximum draft length, as a
+                                 // ratio of sums over steps (the paper gives the ratio, not how it pools
+                                 // steps; the sum weights a step by its depth, and equals the mean of
+                                 // per-step ratios when every step drafts to the same depth)
     std::vector<double> accept_at_position;  // [d-1]: share of steps with depth >= d accepting >= d drafts
     double nodes_per_step = 0;   // draft nodes verified per target forward (PCT vs EAGLE-2: EDD §4.3, Fig. 6)
     double t_draft = 0, t_verify = 0, t_accept = 0, t_commit = 0;  // seconds, summed

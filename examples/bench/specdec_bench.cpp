@@ -406,7 +406,7 @@ std::string fmt(const char* f, double v) {
 std::string lossless_text(const MethodResult& r) {
     if (r.spec.kind == MethodKind::kAutoregressive) return "reference";
     if (!r.exact_check && r.spec.kind == MethodKind::kTargetInit)
-        return "LOSSY by design (improved MCSD; cost measured by examples/11_mcsd quality)";
+        return "LOSSY by design (improved MCSD; its loss measured by examples/bench/mcsd_study law)";
     if (!r.exact_check) return "distribution (tested in the suite)";
     if (r.n_mismatched == 0) return "yes (" + std::to_string(r.n_compared) + "/" + std::to_string(r.n_compared) + " identical)";
     return "NO (" + std::to_string(r.n_mismatched) + "/" + std::to_string(r.n_compared) + " prompts differ)";

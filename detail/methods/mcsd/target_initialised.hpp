@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,23 @@ namespace specdec {
 
 /// Coin node of the seeds' draws (stream kDraft): no tree node has this index.
 constexpr std::uint32_t kSeedCoin = 0xFFFFFFFEu;
+
+namespace detail {
+/// Improved MCSD's target-initialised seeds (§3.1): up to n distinct tokens drawn from the target's law
+/// without replacement (fewer when the law has fewer tokens: one under greedy decoding), each added to
+/// `tree` as a root. Returns the roots' node indices, in draw order.
+inline std::vector<int> add_seed_roots(Tree& tree, std::span<const float> law, int n, const StepRng& rng) {
+    std::vector<int> roots;
+    std::vector<float> left(law.begin(), law.end());
+    for (int i = 0; i < n; ++i) {
+        const int t = sample_index(left, rng.uniform(kSeedCoin, static_cast<std::uint32_t>(i)));
+        roots.push_back(tree.add(t, -1, law[t], Draw::kGiven));
+        left[t] = 0.0f;
+        if (std::all_of(left.begin(), left.end(), [](float v) { return v <= 0.0f; })) break;
+    }
+    return roots;
+}
+}  // namespace detail
 
 /// Improved MCSD's target-initialised multi-candidate tree (§3.1), configuration (n_seeds, k_config...):
 /// the paper's best is (2,4,3,1,1). The acceptor defers the bonus (LossyTargetInitialisedSampling), so a
@@ -50,17 +68,8 @@ struct TargetInitialisedTree {
         const StepRng rng = ctx.rng.with_stream(RngStream::kDraft);
         Tree tree;
         std::vector<int> frontier;
-        if (ctx.bonus_law.empty()) {
-            frontier.push_back(tree.add_root(root_token));
-        } else {
-            std::vector<float> left(ctx.bonus_law.begin(), ctx.bonus_law.end());
-            for (int i = 0; i < n_seeds; ++i) {
-                const int t = sample_index(left, rng.uniform(kSeedCoin, static_cast<std::uint32_t>(i)));
-                frontier.push_back(tree.add(t, -1, ctx.bonus_law[t], Draw::kGiven));
-                left[t] = 0.0f;
-                if (std::all_of(left.begin(), left.end(), [](float v) { return v <= 0.0f; })) break;
-            }
-        }
+        if (ctx.bonus_law.empty()) frontier.push_back(tree.add_root(root_token));
+        else frontier = detail::add_seed_roots(tree, ctx.bonus_law, n_seeds, rng);
         std::vector<float> q(V);
         const std::size_t depth = std::min<std::size_t>(k_config.size(), static_cast<std::size_t>(std::max(ctx.room, 0)));
         for (std::size_t d = 0; d < depth; ++d) {

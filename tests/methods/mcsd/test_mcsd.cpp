@@ -173,3 +173,97 @@ TEST_CASE("a k-config with a zero or negative entry, or wider than the vocabular
     TargetInitialisedTree empty{.n_seeds = 2, .k_config = {}};
     CHECK_THROWS_WITH(empty.build(drafter, 3, ctx), Catch::Contains("k-config is empty"));
 }
+
+// ---- the full framework: target-initialised seeds + fork + early stop ---------------------------------
+
+namespace {
+
+/// Stops before depth `at` (counting the calls), as a decision model would.
+struct StopAt {
+    int at = 0;
+    int* calls = nullptr;
+    bool operator()(Rows, const Sampling&) const { return ++*calls > at; }
+};
+
+}  // namespace
+
+TEST_CASE("the seeded fork draws distinct seeds from the law and hangs one chain below each, depth-major",
+          "[mcsd][tree]") {
+    test::MarkovDrafter drafter = uniform_drafter();  // 16 tokens
+    const Sampling s{.temperature = 1.0f};
+    const std::vector<int> text{3};
+    StepContext ctx{s, StepRng{1, 0, RngStream::kAccept}, text};
+    std::vector<float> law(16, 0.0f);
+    law[2] = 0.5f, law[7] = 0.3f, law[9] = 0.2f;
+    ctx.bonus_law = law;
+    SECTION("drafted to the maximum depth") {
+        TargetInitialisedFork<> fork{.width = 3, .max_depth = 4};
+        const Tree t = fork.build(drafter, -1, ctx);
+        REQUIRE(t.size() == 3 + 3 * 4);
+        std::vector<int> seeds;
+        for (int i = 0; i < t.size(); ++i) {
+            CHECK(t[i].depth == i / 3);  // depth-major: ForkMask's order with the seeds as the first level
+            CHECK(static_cast<int>(t.children(i).size()) == (t[i].depth < 4 ? 1 : 0));
+            if (t[i].parent < 0) seeds.push_back(t[i].token);
+            else CHECK(t[t[i].parent].depth == t[i].depth - 1);
+        }
+        std::sort(seeds.begin(), seeds.end());
+        CHECK(seeds == std::vector<int>{2, 7, 9});  // the law's whole support, each once
+    }
+    SECTION("stopped early, and never wider than the law's support") {
+        int calls = 0;
+        TargetInitialisedFork<StopAt> fork{.width = 5, .max_depth = 6, .stop = {2, &calls}};
+        const Tree t = fork.build(drafter, -1, ctx);
+        CHECK(t.size() == 3 + 3 * 2);
+        CHECK(t.max_depth() == 2);
+        CHECK(calls == 3);
+    }
+    SECTION("the first step, with a pending root and no law, is the draft-initialised fork") {
+        ctx.bonus_law = {};
+        TargetInitialisedFork<> fork{.width = 4, .max_depth = 3};
+        const Tree t = fork.build(drafter, 3, ctx);
+        CHECK(t.size() == 1 + 4 * 3);
+        CHECK(t.children(0).size() == 4);
+    }
+}
+
+TEST_CASE("the seeded fork runs in the loop only with the lossy opt-in, and is plain greedy decoding at T = 0",
+          "[mcsd][greedy]") {
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    ModelProposer proposer(m.draft);
+    TreeVerifier verifier;
+    TargetInitialisedFork<> fork{.width = 2, .max_depth = 3};
+    const GenerateOptions greedy{.max_new_tokens = 24};
+    const Generation plain = autoregressive_generate(m.target, prompt, greedy);
+    LossyTargetInitialisedSampling opted{.allow_lossy = true};
+    CHECK(speculative_generate(m.target, proposer, fork, verifier, opted, prompt, greedy).tokens == plain.tokens);
+    const GenerateOptions sampled{.max_new_tokens = 24, .sampling = {.temperature = 1.0f}, .seed = 5};
+    const Generation g = speculative_generate(m.target, proposer, fork, verifier, opted, prompt, sampled);
+    CHECK(g.tokens.size() == 24);
+    LossyTargetInitialisedSampling refused;
+    CHECK_THROWS_WITH(speculative_generate(m.target, proposer, fork, verifier, refused, prompt, sampled),
+                      Catch::Contains("is lossy") && Catch::Contains("allow_lossy = true"));
+    SECTION("with a decision model's early stop (threshold above 1: it always stops, so only seeds are verified)") {
+        DecisionModel type2({.input = DecisionInput::kDraftLaw, .n_in = 5, .hidden = 8, .n_layers = 2, .top_k = 4}, 3);
+        TargetInitialisedFork<DecisionStop<CpuModel>> stopped{.width = 2, .max_depth = 3, .stop = {&type2, nullptr, 1.1f}};
+        const Generation h = speculative_generate(m.target, proposer, stopped, verifier, opted, prompt, sampled);
+        CHECK(h.tokens.size() == 24);
+        for (const StepRecord& r : h.steps) CHECK(r.depth == 0);
+    }
+}
+
+TEST_CASE("the seeded fork is exact with one seed and detectably lossy with two (first two tokens' law)",
+          "[mcsd][lossy][slow]") {
+    const Sampling s{.temperature = 1.0f};
+    const auto [exact_obs, expected] = two_tokens(TargetInitialisedFork<>{.width = 1, .max_depth = 2},
+                                                  LossyTargetInitialisedSampling{.allow_lossy = true}, s);
+    const test::ChiSquare one = test::chi_square(exact_obs, expected, kRuns);
+    const auto [lossy_obs, expected2] = two_tokens(TargetInitialisedFork<>{.width = 2, .max_depth = 2},
+                                                   LossyTargetInitialisedSampling{.allow_lossy = true}, s);
+    const test::ChiSquare two = test::chi_square(lossy_obs, expected2, kRuns);
+    CAPTURE(one.statistic, one.dof, two.statistic, two.dof);
+    REQUIRE(one.dof >= 8);
+    CHECK(one.statistic < test::chi_square_critical(one.dof));
+    CHECK(two.statistic > test::chi_square_critical(two.dof));
+}
