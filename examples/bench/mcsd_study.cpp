@@ -30,57 +30,7 @@ using namespace specdec;
 
 namespace {
 
-// ---- the suite's grader of the first two tokens (tests/helpers.hpp) ----------------------------------
-
-using Pair = std::pair<int, int>;
-
-/// Upper critical value of the chi-square distribution (Wilson–Hilferty), for z standard deviations.
-double chi_square_critical(int dof, double z = 3.09 /* p = 0.001 */) {
-    const double a = 2.0 / (9.0 * dof);
-    return dof * std::pow(1.0 - a + z * std::sqrt(a), 3.0);
-}
-
-/// Pearson's statistic, cells whose expected count is below 5 pooled into one (observed outcomes the
-/// exact law lacks land there too). Returns {statistic, degrees of freedom}.
-std::pair<double, int> chi_square(const std::map<Pair, int>& observed, const std::map<Pair, double>& expected, int n) {
-    double stat = 0, pooled_obs = 0, pooled_exp = 0;
-    int cells = 0;
-    for (const auto& [key, p] : expected) {
-        const auto it = observed.find(key);
-        const double o = it == observed.end() ? 0.0 : it->second, e = p * n;
-        if (e < 5.0) {
-            pooled_obs += o, pooled_exp += e;
-            continue;
-        }
-        stat += (o - e) * (o - e) / e;
-        ++cells;
-    }
-    for (const auto& [key, o] : observed)
-        if (!expected.count(key)) pooled_obs += o;
-    if (pooled_exp > 0) stat += (pooled_obs - pooled_exp) * (pooled_obs - pooled_exp) / std::max(pooled_exp, 1.0), ++cells;
-    return {stat, cells - 1};
-}
-
-/// Exact P(t1, t2 | prompt) of `target` under `s`: one forward over the root and each first token.
-std::map<Pair, double> exact_two_tokens(CpuModel& target, const std::vector<int>& prompt, const Sampling& s) {
-    const int V = target.vocab_size();
-    std::map<Pair, double> out;
-    std::vector<float> p1(V), p2(V);
-    target.reset();
-    prefill(target, std::span<const int>(prompt).first(prompt.size() - 1));
-    Tree t;
-    t.add_root(prompt.back());
-    for (int a = 0; a < V; ++a) t.add(a, 0);
-    const Rows r = target.forward(t, 0);
-    processed_probs(r.row(0), s, p1);
-    for (int a = 0; a < V; ++a) {
-        processed_probs(r.row(1 + a), s, p2);
-        for (int b = 0; b < V; ++b)
-            if (p1[a] * p2[b] > 0) out[{a, b}] = double(p1[a]) * p2[b];
-    }
-    target.reset();
-    return out;
-}
+// The grader of the first two tokens is the library's public one (specdec::check, detail/check/lossless.hpp).
 
 /// The law mode's default prompt: a well-known opening whose continuation the target predicts with few
 /// likely tokens, so each cell of the two-token law holds enough draws to show a shift.
@@ -108,7 +58,7 @@ int law(Models& m, float T, int draws, const std::string& text) {
     LossyTargetInitialisedSampling lossy{.allow_lossy = true};
     const std::vector<int> prompt = m.tok.encode(text);
     const Sampling s{.temperature = T};
-    std::map<Pair, int> plain, seeded;
+    check::Counts plain, seeded;
     for (int seed = 0; seed < draws; ++seed) {
         // Long enough that the first step drafts its full depth (4), as the suite's sampled_two_tokens.
         const GenerateOptions o{.max_new_tokens = 5, .sampling = s, .seed = static_cast<std::uint64_t>(seed)};
@@ -118,13 +68,13 @@ int law(Models& m, float T, int draws, const std::string& text) {
         ++seeded[{b.tokens[0], b.tokens[1]}];
         if ((seed + 1) % 250 == 0) std::fprintf(stderr, "%d draws\n", seed + 1);
     }
-    const auto exact = exact_two_tokens(m.target, prompt, s);
+    const check::Law exact = check::exact_two_token_law(m.target, prompt, s);
     std::printf("first two tokens' joint law at T = %.1f, %d seeded runs, after \"%s\" (%zu tokens)\n", T, draws,
                 text.c_str(), prompt.size());
     std::printf("%-34s %10s %5s %9s %7s\n", "method", "chi-square", "dof", "critical", "TV");
     for (const auto& [name, counts] : {std::pair{"plain sampling (exact)", &plain}, std::pair{"target-initialised (2,4,3,1,1)", &seeded}}) {
-        const auto [stat, dof] = chi_square(*counts, exact, draws);
-        std::printf("%-34s %10.1f %5d %9.1f %7.3f\n", name, stat, dof, chi_square_critical(dof), total_variation(*counts, exact, draws));
+        const auto [stat, dof] = check::chi_square(*counts, exact, draws);
+        std::printf("%-34s %10.1f %5d %9.1f %7.3f\n", name, stat, dof, check::chi_square_critical(dof), check::total_variation(*counts, exact, draws));
     }
     std::printf("(critical: the chi-square's p = 0.001 point; cells with expected count < 5 pooled into one)\n");
     return 0;

@@ -10,23 +10,14 @@
 #include "../../core/concepts.hpp"
 #include "../../core/sampling.hpp"
 #include "../../core/tree.hpp"
+#include "../../check/lossless.hpp"
 #include "../../policies/next_token.hpp"
 
 namespace specdec {
 
-/// Total-variation distance between an empirical law (counts over n draws) and exact probabilities:
-/// half the L1 distance, in [0, 1]. Outcomes missing from either side count as 0 there.
-template <class Key>
-double total_variation(const std::map<Key, int>& counts, const std::map<Key, double>& exact, int n) {
-    double d = 0.0;
-    for (const auto& [k, p] : exact) {
-        const auto it = counts.find(k);
-        d += std::abs((it == counts.end() ? 0.0 : double(it->second) / n) - p);
-    }
-    for (const auto& [k, c] : counts)
-        if (!exact.count(k)) d += double(c) / n;
-    return 0.5 * d;
-}
+/// Total-variation distance between an empirical law and exact probabilities: the checker's
+/// (detail/check/lossless.hpp), one implementation.
+using check::total_variation;
 
 /// KL(empirical || exact) in nats; an observed outcome the exact law gives 0 makes it infinite.
 template <class Key>
