@@ -79,10 +79,11 @@ SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std
 /// config.json's rope_scaling object (not null) as a RopeScaling; unknown rope_type refused by name.
 SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file);
 /// A rope object of config.json: transformers 4.x's `rope_scaling`, or transformers 5's `rope_parameters`,
-/// which also carries rope_theta (`theta` < 0 where it does not).
+/// which also carries rope_theta (`has_theta` says whether it does).
 struct RopeRead {
     RopeScaling scaling;
-    double theta = -1.0;
+    bool has_theta = false;
+    double theta = 0.0;
 };
 /// `v` read as the config field `field` ("rope_scaling" or "rope_parameters"); an unknown rope_type, or a
 /// member the rope_type does not read, is refused by name.
@@ -223,7 +224,10 @@ SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string
         return f->as_double();
     };
     RopeRead r;
-    if (parameters && v.find("rope_theta") != nullptr) r.theta = number("rope_theta");
+    if (parameters && v.find("rope_theta") != nullptr) {
+        r.has_theta = true;
+        r.theta = number("rope_theta");
+    }
     if (type == "default") {
         // no scaling
     } else if (type == "linear") {
@@ -402,7 +406,7 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
                        ") disagree; keep one spelling";
             });
         c.rope_scaling = r.scaling;
-        if (r.theta >= 0.0) {
+        if (r.has_theta) {
             const float theta = static_cast<float>(r.theta);
             detail::require(!root.find("rope_theta") || c.rope_theta == theta, "checkpoint", [&] {
                 return file + ": fields 'rope_theta' = " + json::dump(*root.find("rope_theta")) +
