@@ -101,7 +101,7 @@ TEST_CASE("convert GGUF -> HF folder writes the GGUF's tokenizer, so the folder 
             std::snprintf(buf, sizeof buf, "<0x%02X>", b);
             pieces.push_back(buf);
         }
-        for (const char* p : {" It", " was", " the", " best", " of", " times", "t", "e", "s"}) pieces.push_back(p);
+        for (const char* p : {" ", " It", " was", " the", " best", " of", " times", "t", "e", "s"}) pieces.push_back(p);
         std::vector<float> scores(pieces.size());
         for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
         const GgufTokenizer spm(Llama2cTokenizer::from_vocab(pieces, scores));

@@ -102,7 +102,7 @@ const std::vector<Case> kCorpus = {
     {"checkpoint/unknown_key", Loader::kCheckpoint,
      {"field 'quantization_config' (object of 2) is not read by this Llama", "refused rather than ignored"}},
     {"checkpoint/rope_spellings_disagree", Loader::kCheckpoint,
-     {"fields 'rope_theta' = 10000.0 and 'rope_parameters.rope_theta' = 500000.0 disagree"}},
+     {"fields 'rope_theta' = 10000.0 and 'rope_parameters.rope_theta' = 5e+05 disagree"}},
 
     {"sharded/missing_shard", Loader::kCheckpoint,
      {"[specdec.checkpoint]", "model.safetensors.index.json: weight_map names shard 'model-00099-of-", "does not exist"}},
