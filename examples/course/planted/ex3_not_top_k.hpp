@@ -1,0 +1,38 @@
+// examples/course/planted/ex3_not_top_k.hpp — a planted wrong solution of exercise 3 (the suite proves the checker
+// fails it): gives every frontier node the top-k of the first frontier node's row.
+#pragma once
+
+#include <specdec.hpp>
+
+#include <algorithm>
+#include <vector>
+
+namespace course {
+
+using namespace specdec;
+
+/// A k-ary token tree: k_config[d] top-k children for every node at depth d.
+struct TopKTree {
+    std::vector<int> k_config;
+
+    template <ScoresNodes P>
+    Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        Tree tree;
+        std::vector<int> frontier{tree.add_root(root_token)};
+        std::vector<float> q(proposer.vocab_size());
+        const int depth = std::min(static_cast<int>(k_config.size()), std::max(ctx.room, 0));
+        for (int d = 0; d < depth; ++d) {
+            const Rows logits = proposer.propose(tree, frontier);  // one draft forward for the whole depth
+            std::vector<int> next;
+            for (int j = 0; j < static_cast<int>(frontier.size()); ++j) {
+                draft_probs(logits.row(0), ctx.sampling, q);  // PLANTED BUG: row 0 for every node
+                for (int t : top_indices(q, std::min(k_config[d], proposer.vocab_size())))
+                    next.push_back(tree.add(t, frontier[j], q[t], Draw::kTopK));
+            }
+            frontier = std::move(next);
+        }
+        return tree;
+    }
+};
+
+}  // namespace course
