@@ -71,7 +71,7 @@ int main() {
             g.check(why.empty(), config + ": the trees have the k-ary shape, the top-k tokens in order, parents and depths right" +
                                      (why.empty() ? "" : " -- " + why),
                     "per depth d: one proposer.propose(tree, frontier), row j is frontier[j]'s; its k_config[d] most likely "
-                    "tokens (draft_probs, then top_indices) as children of frontier[j]; the next frontier is the new nodes in order");
+                    "tokens (draft_probs, then rank: most likely first, ties to the lower id) as children of frontier[j]; the next frontier is the new nodes in order");
 
             // 2. Greedy identity: GreedyMatch over the tree must decode what plain greedy decoding does.
             const auto make = [&] { return check::Composition{ModelProposer(m.draft), course::TopKTree{k_config}, GreedyMatch{}}; };

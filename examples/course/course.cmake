@@ -58,6 +58,10 @@ specdec_course(ex1 "chain sampling" check_ex1.cpp ex1_chain_sampling.hpp
     "ex1_target_as_q.hpp|target's law as q|FAIL sampling"
     "ex1_rng_reuse.hpp|one coin for accept and residual|FAIL same coordinates")
 
+specdec_course(ex2 "multi-draft sampling" check_ex2.cpp ex2_multi_draft.hpp
+    "ex2_no_renormalise.hpp|q not renormalised without replacement|FAIL without replacement: sampling"
+    "ex2_no_residual_update.hpp|no residual update between siblings|FAIL with replacement: sampling")
+
 specdec_course(ex3 "top-k tree" check_ex3.cpp ex3_topk_tree.hpp
     "ex3_parent_off_by_one.hpp|parent off by one|FAIL .*hangs from node"
     "ex3_not_top_k.hpp|children not the top-k|FAIL .*expected token")

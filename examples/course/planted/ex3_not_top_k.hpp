@@ -5,6 +5,7 @@
 #include <specdec.hpp>
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 namespace course {
@@ -26,12 +27,23 @@ struct TopKTree {
             std::vector<int> next;
             for (int j = 0; j < static_cast<int>(frontier.size()); ++j) {
                 draft_probs(logits.row(0), ctx.sampling, q);  // PLANTED BUG: row 0 for every node
-                for (int t : top_indices(q, std::min(k_config[d], proposer.vocab_size())))
+                for (int t : most_likely(q, k_config[d]))
                     next.push_back(tree.add(t, frontier[j], q[t], Draw::kTopK));
             }
             frontier = std::move(next);
         }
         return tree;
+    }
+
+    /// The `k` most likely tokens of q, most likely first; ties go to the lower token id (as argmax does).
+    static std::vector<int> most_likely(const std::vector<float>& q, int k) {
+        std::vector<int> order(q.size());
+        std::iota(order.begin(), order.end(), 0);
+        k = std::clamp(k, 0, static_cast<int>(q.size()));
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          [&](int a, int b) { return q[a] > q[b] || (q[a] == q[b] && a < b); });
+        order.resize(static_cast<std::size_t>(k));
+        return order;
     }
 };
 
