@@ -70,3 +70,7 @@ specdec_course(ex4 "n-gram drafter" check_ex4.cpp ex4_ngram_drafter.hpp
     "ex4_off_by_one_kv.hpp|observe commits the root twice (off-by-one KV)|FAIL .*observe\\(\\) must append"
     "ex4_match_position.hpp|drafts the matched token itself|FAIL .*prompt lookup drafts"
     "ex4_wrong_law.hpp|a wrong recorded law|FAIL sampling")
+
+specdec_course(ex7 "speedup model" check_ex7.cpp ex7_speedup_model.hpp
+    "ex7_no_bonus.hpp|no bonus token|FAIL expected_tokens"
+    "ex7_free_verification.hpp|verification taken as free|FAIL predicted_speedup")

@@ -18,7 +18,7 @@ struct NGramDrafter {
     int vocab = 0;         // the target's vocabulary size
     int max_ngram = 3;     // match the last 3 tokens, else the last 2, else the last 1
     int max_draft = 8;     // tokens proposed per call
-    std::vector<int> text; // the committed text, ending with the pending root (the checker reads it)
+    std::vector<int> text{}; // the committed text, ending with the pending root (the checker reads it)
 
     int vocab_size() const { return vocab; }
 

@@ -17,7 +17,7 @@ struct NGramDrafter {
     int vocab = 0;
     int max_ngram = 3;
     int max_draft = 8;
-    std::vector<int> text;  // the committed text, ending with the pending root
+    std::vector<int> text{};  // the committed text, ending with the pending root
 
     int vocab_size() const { return vocab; }
     void start(std::span<const int> prompt) { text.assign(prompt.begin(), prompt.end()); }
