@@ -42,7 +42,7 @@ function(specdec_course ex title checker file)
     specdec_course_expect_failure("course/${ex} ${title}/the starter fails, not implemented" course_${ex}
         "not implemented")
     if(SPECDEC_SANITIZE)
-        return()  # under the sanitizers the reference and the starter run; the planted bugs change no memory use
+        return()  # under the sanitizers the reference and the starter run; the planted bugs are wrong results, not memory errors
     endif()
     foreach(planted ${ARGN})
         string(REPLACE "|" ";" parts "${planted}")
