@@ -77,3 +77,7 @@ specdec_course(ex4 "n-gram drafter" check_ex4.cpp ex4_ngram_drafter.hpp
 specdec_course(ex7 "speedup model" check_ex7.cpp ex7_speedup_model.hpp
     "ex7_no_bonus.hpp|no bonus token|FAIL expected_tokens"
     "ex7_free_verification.hpp|verification taken as free|FAIL predicted_speedup")
+
+specdec_course(ex8 "typical acceptance" check_ex8.cpp ex8_typical_acceptance.hpp
+    "ex8_greedy_measure.hpp|the loss measured at temperature 0|FAIL your measurement samples at temperature 1"
+    "ex8_wrong_threshold.hpp|max(epsilon, ...) for min(epsilon, ...)|FAIL the rule")
