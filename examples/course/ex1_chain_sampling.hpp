@@ -1,5 +1,6 @@
 // examples/course/ex1_chain_sampling.hpp — exercise 1, your file: speculative sampling for a chain.
-// The statement is ex1_chain_sampling.md; grade it with `ctest --test-dir build -L course -R ex1`.
+// The statement is ex1_chain_sampling.md; grade it with `ctest -L course -R ex1` in a build configured with
+// -DSPECDEC_COURSE_GRADE=ON (README.md here).
 #pragma once
 
 #include <specdec.hpp>

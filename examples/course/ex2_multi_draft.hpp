@@ -1,6 +1,7 @@
 // examples/course/ex2_multi_draft.hpp — exercise 2, your file: multi-draft speculative sampling (SpecInfer),
 // for siblings drawn with and without replacement.
-// The statement is ex2_multi_draft.md; grade it with `ctest --test-dir build -L course -R ex2`.
+// The statement is ex2_multi_draft.md; grade it with `ctest -L course -R ex2` in a build configured with
+// -DSPECDEC_COURSE_GRADE=ON (README.md here).
 #pragma once
 
 #include <specdec.hpp>

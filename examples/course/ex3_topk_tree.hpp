@@ -1,5 +1,6 @@
 // examples/course/ex3_topk_tree.hpp — exercise 3, your file: a k-ary top-k token tree builder.
-// The statement is ex3_topk_tree.md; grade it with `ctest --test-dir build -L course -R ex3`.
+// The statement is ex3_topk_tree.md; grade it with `ctest -L course -R ex3` in a build configured with
+// -DSPECDEC_COURSE_GRADE=ON (README.md here).
 #pragma once
 
 #include <specdec.hpp>

@@ -1,5 +1,6 @@
 // examples/course/ex4_ngram_drafter.hpp — exercise 4, your file: an n-gram drafter that keeps its own text.
-// The statement is ex4_ngram_drafter.md; grade it with `ctest --test-dir build -L course -R ex4`.
+// The statement is ex4_ngram_drafter.md; grade it with `ctest -L course -R ex4` in a build configured with
+// -DSPECDEC_COURSE_GRADE=ON (README.md here).
 #pragma once
 
 #include <specdec.hpp>

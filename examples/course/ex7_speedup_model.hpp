@@ -1,5 +1,6 @@
 // examples/course/ex7_speedup_model.hpp — exercise 7, your file: predict a method's speedup.
-// The statement is ex7_speedup_model.md; grade it with `ctest --test-dir build -L course -R ex7`.
+// The statement is ex7_speedup_model.md; grade it with `ctest -L course -R ex7` in a build configured with
+// -DSPECDEC_COURSE_GRADE=ON (README.md here).
 #pragma once
 
 #include <specdec.hpp>

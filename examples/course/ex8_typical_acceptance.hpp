@@ -1,5 +1,6 @@
 // examples/course/ex8_typical_acceptance.hpp — exercise 8, your file: a lossy acceptor, and its loss measured.
-// The statement is ex8_typical_acceptance.md; grade it with `ctest --test-dir build -L course -R ex8`.
+// The statement is ex8_typical_acceptance.md; grade it with `ctest -L course -R ex8` in a build configured with
+// -DSPECDEC_COURSE_GRADE=ON (README.md here).
 #pragma once
 
 #include <specdec.hpp>
