@@ -82,7 +82,9 @@ int main(int argc, char** argv) try {
                     const GenerateOptions s{.max_new_tokens = max_new,
                                             .sampling = {.temperature = 0.8f, .top_p = 0.95f}, .seed = p};
                     const Generation g = speculative_generate(target, proposer, builder, verifier, sampler, prompt, s);
-                    std::printf("  sampled (T 0.8, top-p 0.95): ...%s\n", tok.decode(g.tokens).c_str());
+                    // Quoted: a continuation that starts with "." after an ellipsis read as "....".
+                    std::printf("  the same prompt sampled (T 0.8, top-p 0.95), continuation only: \"%s\"\n",
+                                tok.decode(g.tokens).c_str());
                 }
             }
             tot.spec.push_back(std::move(spec));
@@ -104,7 +106,8 @@ int main(int argc, char** argv) try {
                     tot.t_plain / tot.t_spec, max_new, rounds - 1,
                     temperature == 0 ? (tot.identical == tot.prompts ? "; output identical to plain greedy: yes"
                                                                      : "; output identical to plain greedy: NO")
-                                     : "; lossless in distribution (tests/loop/test_lossless_sampling.cpp)",
+                                     : "; distribution not checked in this run (SpeculativeSampling is lossless when "
+                                       "each draft is drawn from the drafter's q: tests/loop/test_lossless_sampling.cpp)",
                     tot.repeating, tot.prompts);
     };
 

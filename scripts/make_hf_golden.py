@@ -4,13 +4,20 @@
 tests/io/test_hf_golden.cpp loads the folder with specdec::load_checkpoint and compares its logits
 with the ones recorded here; it is reported as skipped while the folder does not exist.
 
+Both spellings of RoPE in config.json stay covered: transformers 5 writes
+"rope_parameters": {"rope_theta", "rope_type", "factor", ...}, transformers 4.x wrote "rope_theta" and
+"rope_scaling": {"rope_type", "factor", ...}. This script writes the folder exactly as the installed
+transformers saves it (the committed one is from transformers 5.17.0), and the test's second case
+copies it to a temporary folder with config.json rewritten into the other spelling (the same numbers)
+and checks the same logits. So rerunning with either major version keeps both spellings tested.
+
 The model exercises what real checkpoints carry: sharded safetensors (max_shard_size), bfloat16
 weights, rope_scaling of rope_type llama3, grouped-query attention, an untied lm_head, and a head_dim
 that is not hidden_size / num_attention_heads. The logits are those of the saved bfloat16 weights
 widened to float32 and run in float32 with eager attention, as specdec's CpuModel runs them.
 
-Run where PyTorch and transformers (>= 4.45, for head_dim and rope_type) are installed, from the
-repository root:
+Run where PyTorch and transformers (>= 4.45, for head_dim and rope_type; 5.x included) are installed,
+from the repository root:
 
     python3 scripts/make_hf_golden.py            # writes tests/data/hf_golden/ (about 0.5 MB)
 
@@ -69,6 +76,11 @@ def main() -> int:
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     model.save_pretrained(OUT, safe_serialization=True, max_shard_size="100KB")
+    with open(os.path.join(OUT, "config.json")) as f:
+        saved = json.load(f)
+    if "rope_parameters" not in saved and "rope_scaling" not in saved:
+        sys.exit("config.json holds neither rope_parameters nor rope_scaling: the test cannot respell it")
+    spelling = "rope_parameters (5.x)" if "rope_parameters" in saved else "rope_theta + rope_scaling (4.x)"
     index = os.path.join(OUT, "model.safetensors.index.json")
     if not os.path.exists(index):
         sys.exit("save_pretrained wrote no index: the checkpoint was not sharded")
@@ -90,7 +102,8 @@ def main() -> int:
             "logits": logits,  # per prompt: (T, V) rows, float32 values
         }, f)
     total = sum(os.path.getsize(os.path.join(OUT, n)) for n in os.listdir(OUT))
-    print("wrote %s: %d files, %d bytes" % (OUT, len(os.listdir(OUT)), total))
+    print("wrote %s: %d files, %d bytes; config.json spells RoPE as %s (the test derives the other)"
+          % (OUT, len(os.listdir(OUT)), total, spelling))
     return 0
 
 

@@ -39,9 +39,11 @@ struct Checkpoint {
     Weights weights;
 };
 
-/// Reads a HF LlamaConfig (model_type llama, or mistral without a sliding window): head_dim, and
-/// rope_scaling of rope_type linear or llama3, are honoured. Fields we cannot honour (biases, Qwen2,
-/// sliding_window, experts, another activation, another rope_type) are errors naming the field, not
+/// Reads a HF LlamaConfig (model_type llama, or mistral without a sliding window): head_dim, and RoPE
+/// scaling of rope_type linear or llama3 in either spelling (4.x's rope_theta + rope_scaling, 5.x's
+/// rope_parameters; both present must agree), are honoured. Fields we cannot honour (biases, Qwen2,
+/// sliding_window, experts, another activation, another rope_type) are errors naming the field, and so
+/// is any key on none of the lists below (kConfigKeysRead, kConfigKeysInert, the drafters'): never
 /// silently ignored.
 SPECDEC_INLINE Config load_config(const std::filesystem::path& path);
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");
@@ -76,6 +78,48 @@ namespace detail {
 SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where);
 /// config.json's rope_scaling object (not null) as a RopeScaling; unknown rope_type refused by name.
 SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file);
+/// A rope object of config.json: transformers 4.x's `rope_scaling`, or transformers 5's `rope_parameters`,
+/// which also carries rope_theta (`has_theta` says whether it does).
+struct RopeRead {
+    RopeScaling scaling;
+    bool has_theta = false;
+    double theta = 0.0;
+};
+/// `v` read as the config field `field` ("rope_scaling" or "rope_parameters"); an unknown rope_type, or a
+/// member the rope_type does not read, is refused by name.
+SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field);
+SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b);
+SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s);
+
+// The keys of config.json, each in one list: read by load_config; known to leave the forward unchanged;
+// or read by one of this library's drafter loaders beside load_config. Any other key is refused by name
+// (require_known_config_keys): a key ignored in silence would load a transformers 5 config
+// (rope_parameters) with the wrong rotation. docs/formats.md lists the same keys.
+inline constexpr std::string_view kConfigKeysRead[] = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "vocab_size", "max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps",
+    "tie_word_embeddings", "model_type", "partial_alignment", "hidden_act", "attention_bias", "mlp_bias",
+    "sliding_window", "num_local_experts", "num_experts", "head_dim"};
+inline constexpr std::string_view kConfigKeysInert[] = {
+    "architectures",         // the class name; model_type and the tensors say what runs
+    "_name_or_path",         // provenance
+    "transformers_version",  // provenance
+    "torch_dtype", "dtype",  // the storage type (4.x, 5.x spelling); each tensor's dtype is read from the file
+    "bos_token_id", "eos_token_id", "pad_token_id",  // token ids for generation and padding, not the forward
+    "use_cache",              // whether generate keeps a KV cache: the same logits either way
+    "initializer_range",      // the std of a fresh initialisation; weights are loaded
+    "attention_dropout",      // dropout is off at inference
+    "pretraining_tp",         // transformers <= 4.x splits each matmul into this many slices: the same sums
+};
+inline constexpr std::string_view kGlideConfigKeys[] = {"glide_cross_attention",  "glide_target_layers",
+                                                        "glide_cross_heads",      "glide_cross_head_dim",
+                                                        "glide_target_kv_heads",  "glide_target_rope_theta"};
+inline constexpr std::string_view kEddConfigKeys[] = {"edd_target_layer"};
+inline constexpr std::string_view kFeatureDrafterConfigKeys[] = {"connector", "sampler_intermediate_size",
+                                                                 "target_config_hash"};
+/// Refuses, naming file, key and value, a key of config.json's object `root` that is in none of the lists
+/// above (the drafter lists count for their model_type only).
+SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std::string& file, std::string_view model_type);
 /// The HF shape of a Llama tensor, from its name: matrices are (out_features, in_features).
 SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c);
 /// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
@@ -156,54 +200,115 @@ SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std
     return ss.str();
 }
 
-SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file) {
+SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field) {
     require(v.is_object(), "checkpoint",
-            [&] { return file + ": field 'rope_scaling' is " + json_preview(v) + ", expected an object or null"; });
+            [&] { return file + ": field '" + field + "' is " + json_preview(v) + ", expected an object or null"; });
+    const bool parameters = field == "rope_parameters";  // transformers 5's spelling also holds rope_theta
     // transformers >= 4.45 writes rope_type; older configs (and linear scaling) wrote type.
     const json::Value* kind = v.find("rope_type");
-    const char* kind_field = "rope_scaling.rope_type";
+    std::string kind_field = field + ".rope_type";
     if (kind == nullptr) {
         kind = v.find("type");
-        kind_field = "rope_scaling.type";
+        kind_field = field + ".type";
     }
     require(kind != nullptr && kind->is_string(), "checkpoint",
-            [&] { return file + ": field 'rope_scaling' has no string 'rope_type' (or 'type')"; });
+            [&] { return file + ": field '" + field + "' has no string 'rope_type' (or 'type')"; });
     const std::string type = kind->as_string();
     const auto number = [&](const char* name) {
         const json::Value* f = v.find(name);
         require(f != nullptr, "checkpoint",
-                [&] { return file + ": field 'rope_scaling." + name + "' is missing (rope_type '" + type + "' needs it)"; });
+                [&] { return file + ": field '" + field + "." + name + "' is missing (rope_type '" + type + "' needs it)"; });
         require(f->is_number() && std::isfinite(f->as_double()), "checkpoint", [&] {
-            return file + ": field 'rope_scaling." + name + "' is " + json_preview(*f) + ", expected a number";
+            return file + ": field '" + field + "." + name + "' is " + json_preview(*f) + ", expected a number";
         });
         return f->as_double();
     };
-    RopeScaling s;
-    if (type == "default") return s;
-    if (type == "linear") {
-        s.type = RopeScalingType::kLinear;
-        s.factor = static_cast<float>(number("factor"));
+    RopeRead r;
+    if (parameters && v.find("rope_theta") != nullptr) {
+        r.has_theta = true;
+        r.theta = number("rope_theta");
+    }
+    if (type == "default") {
+        // no scaling
+    } else if (type == "linear") {
+        r.scaling.type = RopeScalingType::kLinear;
+        r.scaling.factor = static_cast<float>(number("factor"));
     } else if (type == "llama3") {
-        s.type = RopeScalingType::kLlama3;
-        s.factor = static_cast<float>(number("factor"));
-        s.low_freq_factor = static_cast<float>(number("low_freq_factor"));
-        s.high_freq_factor = static_cast<float>(number("high_freq_factor"));
+        r.scaling.type = RopeScalingType::kLlama3;
+        r.scaling.factor = static_cast<float>(number("factor"));
+        r.scaling.low_freq_factor = static_cast<float>(number("low_freq_factor"));
+        r.scaling.high_freq_factor = static_cast<float>(number("high_freq_factor"));
         const double original = number("original_max_position_embeddings");
         require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
-            return file + ": field 'rope_scaling.original_max_position_embeddings' = " + json::dump(*v.find("original_max_position_embeddings")) +
-                   " is not a positive integer";
+            return file + ": field '" + field + ".original_max_position_embeddings' = " +
+                   json::dump(*v.find("original_max_position_embeddings")) + " is not a positive integer";
         });
-        s.original_max_position_embeddings = static_cast<int>(original);
+        r.scaling.original_max_position_embeddings = static_cast<int>(original);
     } else {
         fail("checkpoint", file + ": field '" + kind_field + "' = '" + type +
-                               "' is not supported (null, default, linear or llama3; dynamic, yarn, longrope... are not)");
+                               "' is not supported (default, linear or llama3; dynamic, yarn, longrope... are not)");
     }
+    // A member this rope_type does not read would change the rotation in transformers and not here.
+    const auto read = [&](std::string_view key) {
+        if (key == "rope_type" || key == "type") return true;
+        if (key == "rope_theta") return parameters;
+        if (key == "factor") return r.scaling.type != RopeScalingType::kNone;
+        return r.scaling.type == RopeScalingType::kLlama3 &&
+               (key == "low_freq_factor" || key == "high_freq_factor" || key == "original_max_position_embeddings");
+    };
+    for (const json::Member& m : v.as_object())
+        require(read(m.key), "checkpoint", [&] {
+            return file + ": field '" + field + "." + m.key + "' (" + json_preview(m.value) +
+                   ") is not read for rope_type '" + type + "' (it would change the rotation: refused, not ignored)";
+        });
     try {
-        validate_rope_scaling(s);
+        validate_rope_scaling(r.scaling);
     } catch (const error& e) {
         fail("checkpoint", file + ": " + e.what());
     }
-    return s;
+    return r;
+}
+
+SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file) {
+    return read_rope_object(v, file, "rope_scaling").scaling;
+}
+
+SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b) {
+    if (a.type != b.type) return false;
+    if (a.type == RopeScalingType::kNone) return true;
+    if (a.factor != b.factor) return false;
+    return a.type == RopeScalingType::kLinear ||
+           (a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor &&
+            a.original_max_position_embeddings == b.original_max_position_embeddings);
+}
+
+SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s) {
+    if (s.type == RopeScalingType::kNone) return "no scaling";
+    std::string out = (s.type == RopeScalingType::kLinear ? "linear, factor " : "llama3, factor ") + std::to_string(s.factor);
+    if (s.type == RopeScalingType::kLlama3)
+        out += ", low_freq_factor " + std::to_string(s.low_freq_factor) + ", high_freq_factor " +
+               std::to_string(s.high_freq_factor) + ", original_max_position_embeddings " +
+               std::to_string(s.original_max_position_embeddings);
+    return out;
+}
+
+SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std::string& file, std::string_view model_type) {
+    const auto listed = [](std::span<const std::string_view> list, std::string_view key) {
+        return std::find(list.begin(), list.end(), key) != list.end();
+    };
+    const auto mine = [&](std::string_view key) {  // the library's own drafters' keys, read by their loaders
+        if (model_type == "edd") return listed(kEddConfigKeys, key);
+        if (model_type == "eagle" || model_type == "fspad") return listed(kFeatureDrafterConfigKeys, key);
+        // GLIDE's vanilla ablation is a Llama (model_type llama) that carries the glide_* keys, unread.
+        if (model_type == "glide" || model_type == "llama") return listed(kGlideConfigKeys, key);
+        return false;
+    };
+    for (const json::Member& m : root.as_object()) {
+        if (listed(kConfigKeysRead, m.key) || listed(kConfigKeysInert, m.key) || mine(m.key)) continue;
+        fail("checkpoint", file + ": field '" + m.key + "' (" + json_preview(m.value) +
+                               ") is not read by this Llama and not known to leave its forward unchanged: refused rather "
+                               "than ignored (see docs/formats.md; if it does not change the model, remove it)");
+    }
 }
 
 SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c) {
@@ -250,13 +355,15 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
     c.vocab_size = integer("vocab_size");
     c.max_position_embeddings = integer("max_position_embeddings");
     const auto field = [&](const char* name, auto read) { return detail::read_field(root, file, name, "checkpoint", read); };
+    std::string model_type = "llama";  // what HF assumes of a LlamaConfig without one
+    if (const auto* v = root.find("model_type"); v && !v->is_null()) model_type = field("model_type", detail::as_string);
     if (root.find("rope_theta")) c.rope_theta = static_cast<float>(field("rope_theta", detail::as_double));
     if (root.find("rms_norm_eps")) c.rms_norm_eps = static_cast<float>(field("rms_norm_eps", detail::as_double));
     if (root.find("tie_word_embeddings")) c.tie_word_embeddings = field("tie_word_embeddings", detail::as_bool);
     // What this Llama cannot run is refused by the field that says so, before any weight is read:
     // loading it anyway would decode garbage without a word.
     if (const auto* v = root.find("model_type"); v && !v->is_null()) {
-        const std::string type = field("model_type", detail::as_string);
+        const std::string& type = model_type;
         // edd, glide, eagle and fspad are this library's own Llama-shaped drafters (their loaders read the rest).
         const bool known = type == "llama" || type == "mistral" || type == "edd" || type == "glide" ||
                            type == "eagle" || type == "fspad";
@@ -284,7 +391,31 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
         if (const auto* v = root.find(experts); v && !v->is_null() && !(v->is_integer() && v->as_int() <= 1))
             detail::fail("checkpoint", file + ": " + experts + " = " + json::dump(*v) +
                                            " is not supported (a mixture of experts; only dense Llama MLPs run)");
-    if (const auto* v = root.find("rope_scaling"); v && !v->is_null()) c.rope_scaling = detail::read_rope_scaling(*v, file);
+    // transformers 5 writes rope_parameters {rope_theta, rope_type, factor, ...} where 4.x wrote
+    // rope_theta + rope_scaling; both spellings read, and where a file holds both they must agree.
+    // A null rope_scaling is "not given", as transformers reads it.
+    const auto* scaling = root.find("rope_scaling");
+    const auto* parameters = root.find("rope_parameters");
+    if (scaling && !scaling->is_null()) c.rope_scaling = detail::read_rope_scaling(*scaling, file);
+    if (parameters && !parameters->is_null()) {
+        const detail::RopeRead r = detail::read_rope_object(*parameters, file, "rope_parameters");
+        if (scaling && !scaling->is_null())
+            detail::require(detail::same_rope_scaling(r.scaling, c.rope_scaling), "checkpoint", [&] {
+                return file + ": fields 'rope_scaling' (" + detail::rope_scaling_string(c.rope_scaling) +
+                       ") and 'rope_parameters' (" + detail::rope_scaling_string(r.scaling) +
+                       ") disagree; keep one spelling";
+            });
+        c.rope_scaling = r.scaling;
+        if (r.has_theta) {
+            const float theta = static_cast<float>(r.theta);
+            detail::require(!root.find("rope_theta") || c.rope_theta == theta, "checkpoint", [&] {
+                return file + ": fields 'rope_theta' = " + json::dump(*root.find("rope_theta")) +
+                       " and 'rope_parameters.rope_theta' = " + json::dump(*parameters->find("rope_theta")) +
+                       " disagree; keep one spelling";
+            });
+            c.rope_theta = theta;
+        }
+    }
     if (const auto* v = root.find("head_dim"); v && !v->is_null()) {
         const std::int64_t head_dim = field("head_dim", detail::as_int);
         detail::require(head_dim > 0 && head_dim < (std::int64_t{1} << 20), "checkpoint",
@@ -292,6 +423,7 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
         if (head_dim * c.num_attention_heads != c.hidden_size || c.hidden_size % c.num_attention_heads != 0)
             c.attention_head_dim = static_cast<int>(head_dim);  // else the default already says it
     }
+    detail::require_known_config_keys(root, file, model_type);  // after the refusals that name a reason
     try {
         c.validate();
     } catch (const error& e) {

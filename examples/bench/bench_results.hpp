@@ -47,6 +47,7 @@ struct MethodResult {
     std::vector<std::pair<std::string, long>> calls_per_model;  // drafter forwards per model folder, all timed runs
     std::vector<long> tau_hist;   // [k]: steps that yielded k tokens (accepted drafts + bonus), k >= 1
     bool exact_check = false;     // greedy: outputs compared token for token with autoregressive
+    std::string acceptor;         // the acceptor that ran and its precondition (compose.hpp's Run::acceptor)
     int n_compared = 0;           // prompts compared (over all repeats)
     int n_mismatched = 0;         // prompts whose output differed from autoregressive in any repeat
 };

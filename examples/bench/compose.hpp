@@ -72,6 +72,7 @@ inline std::vector<std::string> drafter_names(const MethodSpec& m) {
 struct Run {
     Generation g;
     std::vector<DrafterUsage> usage;
+    const char* acceptor = "";  // the acceptor that ran and its precondition for losslessness, for the reports
 };
 
 /// The acceptor for a method's tree: greedy match at T = 0; at T > 0 speculative sampling for a chain
@@ -83,19 +84,21 @@ enum class TreeKind { kChain, kSampledTree, kDeterministicTree };
 template <class P, class B>
 Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<const int> prompt, const GenerateOptions& opts) {
     TreeVerifier verifier;
-    const auto go = [&](auto acceptor) {
+    const auto go = [&](auto acceptor, const char* precondition) {
         Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
         std::vector<DrafterUsage> usage;
         if constexpr (requires { proposer.usage(); }) usage = proposer.usage();
-        return Run{std::move(g), std::move(usage)};
+        return Run{std::move(g), std::move(usage), precondition};
     };
-    if (opts.sampling.greedy()) return go(GreedyMatch{});
+    if (opts.sampling.greedy()) return go(GreedyMatch{}, "greedy match: the target's argmax decides, for any tree");
     switch (kind) {
-        case TreeKind::kChain: return go(SpeculativeSampling{});
-        case TreeKind::kSampledTree: return go(MultiDraftSampling{});
+        case TreeKind::kChain:
+            return go(SpeculativeSampling{}, "speculative sampling: lossless when each draft is drawn from q");
+        case TreeKind::kSampledTree:
+            return go(MultiDraftSampling{}, "multi-draft sampling: lossless when siblings are drawn from q");
         case TreeKind::kDeterministicTree: break;
     }
-    return go(SampleAndMatch{});
+    return go(SampleAndMatch{}, "sample-and-match: lossless for any tree");
 }
 
 /// Calls f with a proposer over the named drafter model, whichever kind it is: a model drafting on its
@@ -217,7 +220,7 @@ inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> 
                     TargetInitialisedTree builder{.n_seeds = m.seeds, .k_config = m.k_config};
                     LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
                     Generation g = speculative_generate(*models.target, proposer, builder, verifier, acceptor, prompt, opts);
-                    return Run{std::move(g), proposer.usage()};
+                    return Run{std::move(g), proposer.usage(), "longest-root: LOSSY by design at T > 0"};
                 } else {
                     detail::fail("bench", "method '" + m.name + "': target_initialised needs a drafter that scores nodes");
                     return Run{};

@@ -32,6 +32,32 @@ struct Flag {
     std::string help;
 };
 
+/// The candidate one or two edits (Levenshtein) from `name`, the nearest first; "" when none is: the
+/// "did you mean" of unknown options and unknown commands.
+inline std::string closest_name(const std::vector<std::string>& candidates, const std::string& name) {
+    const auto distance = [](const std::string& a, const std::string& b) {
+        std::vector<std::size_t> row(b.size() + 1);
+        for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+        for (std::size_t i = 1; i <= a.size(); ++i) {
+            std::size_t diag = row[0];
+            row[0] = i;
+            for (std::size_t j = 1; j <= b.size(); ++j) {
+                const std::size_t up = row[j];
+                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
+                diag = up;
+            }
+        }
+        return row[b.size()];
+    };
+    std::size_t best = 3;
+    std::string pick;
+    for (const std::string& c : candidates) {
+        const std::size_t d = distance(c, name);
+        if (d < best) best = d, pick = c;
+    }
+    return pick;
+}
+
 class Args {
 public:
     /// Parses argv[first..argc) against `flags`; "--help"/"-h" sets help() and stops checking.
@@ -155,29 +181,12 @@ private:
             if (f.name == name) return &f;
         return nullptr;
     }
-    /// " (did you mean --x?)" for a flag one or two edits away, else "".
+    /// " (did you mean --x?)" for a flag one or two edits away, else "; see --help".
     static std::string suggestion(const std::vector<Flag>& flags, const std::string& name) {
-        std::size_t best = 3;
-        std::string pick;
-        for (const Flag& f : flags) {
-            const std::size_t d = distance(f.name, name);
-            if (d < best) best = d, pick = f.name;
-        }
+        std::vector<std::string> names;
+        for (const Flag& f : flags) names.push_back(f.name);
+        const std::string pick = closest_name(names, name);
         return pick.empty() ? "; see --help" : " (did you mean --" + pick + "?)";
-    }
-    static std::size_t distance(const std::string& a, const std::string& b) {
-        std::vector<std::size_t> row(b.size() + 1);
-        for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-        for (std::size_t i = 1; i <= a.size(); ++i) {
-            std::size_t diag = row[0];
-            row[0] = i;
-            for (std::size_t j = 1; j <= b.size(); ++j) {
-                const std::size_t up = row[j];
-                row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] != b[j - 1])});
-                diag = up;
-            }
-        }
-        return row[b.size()];
     }
     static std::string trim(double v) {
         std::string s = std::to_string(v);

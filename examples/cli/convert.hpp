@@ -21,7 +21,7 @@ namespace specdec::cli {
 inline const std::vector<Flag>& convert_flags() {
     static const std::vector<Flag> flags{
         {"dtype", "f32|bf16|f16|q8_0", "weights of the output (default f32; a llama2.c .bin is always f32; f16 and q8_0: GGUF only)"},
-        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json in the folder, tokenizer.bin beside a .bin)"},
+        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json in the folder, tokenizer.bin beside a .bin, the GGUF's own)"},
         {"force", "", "overwrite OUT if it exists"},
     };
     return flags;
@@ -32,7 +32,9 @@ inline std::string convert_usage() {
                       "Converts a model between an HF folder (config.json, model.safetensors, tokenizer), a llama2.c\n"
                       "file (run.c's version 0, with tokenizer.bin beside) and a GGUF file (llama.cpp: weights and\n"
                       "tokenizer in one file). The kind of OUT follows its name: *.bin is llama2.c, *.gguf is GGUF,\n"
-                      "anything else a folder.",
+                      "anything else a folder. The tokenizer goes along: a GGUF's becomes the folder's tokenizer.json\n"
+                      "(byte-level \"gpt2\") or llama2.c's tokenizer.bin (SentencePiece \"llama\": scores, no merges,\n"
+                      "so no tokenizer.json); a folder or .bin's file is copied, or written into a GGUF.",
                       convert_flags());
 }
 

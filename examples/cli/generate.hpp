@@ -234,6 +234,15 @@ inline int run_generate(const Args& args) {
             check_vocabularies(target, draft_config.vocab_size, draft_path, tok.empty() ? Vocab{} : load_vocab(tok), tok);
         }
         models.info.push_back({"draft", draft_config, bench::matrix_params(draft_config)});
+        // A drafter larger than its target costs more per draft than the verification it saves: the
+        // speedup printed at the end would be below 1 (--target and --draft swapped reads as "0.00x").
+        if (models.info[1].matrix_params > models.info[0].matrix_params)
+            std::fprintf(stderr,
+                         "specdec: warning: the drafter %s (%ld matrix parameters per forward) is larger than the "
+                         "target %s (%ld): speculative decoding pays only with a much cheaper drafter; are --target "
+                         "and --draft swapped?\n",
+                         draft_path.string().c_str(), models.info[1].matrix_params, target_path.string().c_str(),
+                         models.info[0].matrix_params);
         if (spec.kind == bench::MethodKind::kCascade) {
             const fs::path bigram = args.has("bigram") ? fs::path(args.text("bigram"))
                                   : fs::exists(draft_path / "bigram.json") ? draft_path / "bigram.json"
@@ -250,11 +259,18 @@ inline int run_generate(const Args& args) {
     if (spec.kind == bench::MethodKind::kPct) bench::pct_threshold(spec, models);  // measured before the timed run
 
     TextStream stream(stdout, color);
-    stream.add(prompt_text, false);
+    // The prompt is printed with the first step, not before the run: a request the loop refuses (too
+    // long for a model's context, ...) prints only the refusal.
+    bool prompt_shown = false;
+    const auto show_prompt = [&] {
+        if (!prompt_shown) stream.add(prompt_text, false);
+        prompt_shown = true;
+    };
     int prev = prompt.back();
     double t_streaming = 0;  // printing is not decoding: left out of tok/s
     opts.on_step = [&](std::span<const int> tokens, int n_drafts) {
         const auto t0 = clock::now();
+        show_prompt();
         for (std::size_t i = 0; i < tokens.size(); ++i) {
             stream.add(target.vocab.piece(prev, tokens[i]), static_cast<int>(i) < n_drafts);
             prev = tokens[i];
@@ -271,10 +287,11 @@ inline int run_generate(const Args& args) {
     try {
         run = bench::run_method(spec, models, prompt, opts);
     } catch (...) {
-        end_line();
+        if (prompt_shown) end_line();
         throw;
     }
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count() - t_streaming;
+    show_prompt();  // --max-new-tokens 0 runs no step
     end_line();
 
     // ---- the summary -------------------------------------------------------------------------------------
@@ -294,6 +311,8 @@ inline int run_generate(const Args& args) {
             std::fprintf(stderr, "; %s", plain.tokens == g.tokens ? "identical to autoregressive greedy decoding"
                                                                    : "DIFFERS from autoregressive greedy decoding");
     }
+    // One sampled text cannot test a law: say so, and what the acceptor that ran needs to be lossless.
+    if (needs_draft && !opts.sampling.greedy()) std::fprintf(stderr, "; distribution not checked in this run (%s)", run.acceptor);
     std::fprintf(stderr, "\n");
     return 0;
 }

@@ -23,7 +23,7 @@ namespace specdec::cli {
 
 inline const std::vector<Flag>& inspect_flags() {
     static const std::vector<Flag> flags{
-        {"tokenizer", "PATH", "the tokenizer file (default: tokenizer.json in the folder, tokenizer.bin beside a .bin)"},
+        {"tokenizer", "PATH", "the tokenizer file (default: tokenizer.json in the folder, tokenizer.bin beside a .bin, the GGUF's own)"},
     };
     return flags;
 }
@@ -104,14 +104,18 @@ inline void print_config_json(const fs::path& dir) {
         std::printf("  %-28s %s\n", m.key.c_str(), json::dump(m.value).c_str());
 }
 
-inline void print_config(const Config& c) {
-    std::printf("\nconfig (the llama2.c header, with the values llama2.c fixes):\n");
+/// The config as the loader read it; `source` says from where (a llama2.c header, a GGUF's llama.* keys).
+inline void print_config(const Config& c, const char* source) {
+    std::printf("\nconfig (%s):\n", source);
     std::printf("  %-28s %d\n  %-28s %d\n  %-28s %d\n  %-28s %d\n  %-28s %d\n  %-28s %d\n  %-28s %d\n", "hidden_size",
                 c.hidden_size, "intermediate_size", c.intermediate_size, "num_hidden_layers", c.num_hidden_layers,
                 "num_attention_heads", c.num_attention_heads, "num_key_value_heads", c.num_key_value_heads, "vocab_size",
                 c.vocab_size, "max_position_embeddings", c.max_position_embeddings);
     std::printf("  %-28s %g\n  %-28s %g\n  %-28s %s\n", "rope_theta", c.rope_theta, "rms_norm_eps", c.rms_norm_eps,
                 "tie_word_embeddings", c.tie_word_embeddings ? "true" : "false");
+    if (c.attention_head_dim > 0) std::printf("  %-28s %d\n", "head_dim", c.attention_head_dim);
+    if (c.rope_scaling.type != RopeScalingType::kNone)
+        std::printf("  %-28s %s\n", "rope_scaling", detail::rope_scaling_string(c.rope_scaling).c_str());
 }
 
 /// llama2.c's header version: 1 or 2 after the magic "ak42", else the legacy version 0.
@@ -136,7 +140,10 @@ inline void print_tokenizer(const LoadedModel& m) {
         return;
     }
     const Vocab& v = m.vocab;
-    std::printf("%s\n  %-28s %s\n  %-28s %d", v.kind().c_str(), "file", m.tokenizer_path.string().c_str(), "vocab size", v.size());
+    const std::string file = !m.tokenizer_path.empty() ? m.tokenizer_path.string()
+                             : v.in_gguf()               ? "none of its own: the GGUF file's tokenizer.ggml.* keys"
+                                                         : "";
+    std::printf("%s\n  %-28s %s\n  %-28s %d", v.kind().c_str(), "file", file.c_str(), "vocab size", v.size());
     if (v.size() != m.checkpoint.config.vocab_size)
         std::printf(" (the model's vocab_size is %d: %s)", m.checkpoint.config.vocab_size,
                     v.size() < m.checkpoint.config.vocab_size ? "ids past the tokenizer are padding" : "MISMATCH");
@@ -192,7 +199,7 @@ inline int run_inspect(const Args& args) {
             config = m.checkpoint.config;
             std::printf("  %-28s %d (%s)\n", "llama2.c version", llama2c_version(path),
                         llama2c_version(path) == 2 ? "int8 Q8_0 matrices, dequantized at load" : "float32");
-            print_config(config);
+            print_config(config, "the llama2.c header, with the values llama2.c fixes");
             for_each_tensor(m.checkpoint.weights, config, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
                 rows.push_back({name, "F32", detail::shape_string(detail::hf_shape(name, config)),
                                 static_cast<std::int64_t>(t.size()), static_cast<std::int64_t>(t.size() * 4)});
@@ -218,7 +225,7 @@ inline int run_inspect(const Args& args) {
                                 static_cast<std::int64_t>(t.bytes)});
             tok_only = load_model(path);  // the config and the file's own tokenizer
             config = tok_only.checkpoint.config;
-            print_config(config);
+            print_config(config, "as load_gguf reads it from the llama.* keys");
             source = "from the GGUF header (ggml dims: columns first)";
             file_bytes = static_cast<std::int64_t>(fs::file_size(path));
             break;

@@ -8,7 +8,8 @@
 //   an HF folder   config.json + model.safetensors (+ tokenizer.json; a tokenizer.bin there is read
 //                  when there is no tokenizer.json, as `convert` leaves one beside a llama2.c model)
 //   a llama2.c .bin (load_llama2c); its tokenizer is tokenizer.bin beside it unless --tokenizer says
-//   a .gguf        load_gguf / save_gguf: config, weights (dequantized) and tokenizer in one file
+//   a .gguf        load_gguf / save_gguf: config, weights (dequantized) and tokenizer in one file; as an
+//                  HF folder its tokenizer is written as tokenizer.json ("gpt2") or tokenizer.bin ("llama")
 
 #include <filesystem>
 #include <string>
@@ -122,16 +123,29 @@ inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFo
             detail::require(dtype == "f32" || dtype == "bf16", "cli", [&] {
                 return out.string() + ": an HF folder is written in f32 or bf16, not " + dtype;
             });
+            // The tokenizer first: one that cannot be written stops the conversion before the weights are.
+            // A file travels as it is: tokenizer.json stays HF's; a llama2.c tokenizer.bin is kept beside
+            // (load_model reads it from the folder when there is no tokenizer.json). A GGUF's tokenizer
+            // has no file: it is written out (Vocab::save_into), so that the folder generates as the GGUF did.
+            fs::path tokenizer;
+            if (!m.tokenizer_path.empty()) {
+                tokenizer = out / (m.tokenizer_path.extension() == ".json" ? "tokenizer.json" : "tokenizer.bin");
+                fs::create_directories(out);
+                if (fs::absolute(tokenizer) != fs::absolute(m.tokenizer_path))
+                    fs::copy_file(m.tokenizer_path, tokenizer, fs::copy_options::overwrite_existing);
+            } else if (m.vocab.present()) {
+                fs::create_directories(out);
+                try {
+                    tokenizer = m.vocab.save_into(out);
+                } catch (const error& e) {
+                    detail::fail("cli", out.string() + ": the tokenizer of " + m.path.string() + " (" + m.vocab.kind() +
+                                            ") cannot be written, so the folder could not generate: " + e.what());
+                }
+            }
             save_checkpoint(out, c, w, dtype == "bf16" ? SaveFormat::kBF16 : SaveFormat::kF32);
             std::string wrote = (out / "config.json").string() + ", " + (out / "model.safetensors").string();
-            // The tokenizer travels as it is: tokenizer.json stays HF's; a llama2.c tokenizer.bin is kept
-            // beside (load_model reads it from the folder when there is no tokenizer.json).
-            if (!m.tokenizer_path.empty()) {
-                const fs::path dst = out / (m.tokenizer_path.extension() == ".json" ? "tokenizer.json" : "tokenizer.bin");
-                if (fs::absolute(dst) != fs::absolute(m.tokenizer_path))
-                    fs::copy_file(m.tokenizer_path, dst, fs::copy_options::overwrite_existing);
-                wrote += ", " + dst.string();
-            }
+            if (!tokenizer.empty()) wrote += ", " + tokenizer.string();
+            else wrote += " (no tokenizer: none was loaded; generate needs --tokenizer)";
             return wrote;
         }
         case ModelFormat::kLlama2c: {

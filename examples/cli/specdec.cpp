@@ -1,7 +1,7 @@
 // specdec — the command: generate text with speculative decoding, convert and inspect model files.
 //
 //   specdec generate --target PATH [--draft PATH] [--method ar|sd|tree|cs|glide|edd|pct|eagle2] --prompt TEXT
-//   specdec convert IN OUT [--dtype f32|bf16]
+//   specdec convert IN OUT [--dtype f32|bf16|f16|q8_0]
 //   specdec inspect PATH
 //
 // PATH is an HF folder (config.json, model.safetensors, tokenizer.json), a llama2.c .bin (with its
@@ -16,6 +16,7 @@
 #include <new>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "args.hpp"
 #include "convert.hpp"
@@ -33,7 +34,7 @@ const char* kUsage =
     "\n"
     "commands:\n"
     "  generate   decode a prompt with a target (and a drafter), streaming the text; tau, tok/s, speedup\n"
-    "  convert    convert a model between an HF folder and a llama2.c .bin\n"
+    "  convert    convert a model between an HF folder, a llama2.c .bin and a .gguf file\n"
     "  inspect    print a model's config, tensors, tokenizer and size\n"
     "\n"
     "`specdec COMMAND --help` describes each command. PATH is an HF folder, a llama2.c .bin or a .gguf file.\n";
@@ -74,6 +75,13 @@ int run(int argc, char** argv) {
             std::fprintf(stderr, "specdec %s: %s\n(`specdec %s --help` lists the options)\n", c.name, e.what(), c.name);
             return 2;
         }
+    }
+    std::vector<std::string> names;
+    for (const Command& c : kCommands) names.push_back(c.name);
+    const std::string pick = closest_name(names, std::string(name));
+    if (!pick.empty()) {
+        std::fprintf(stderr, "specdec: unknown command '%s' (did you mean '%s'?)\n", argv[1], pick.c_str());
+        return 2;
     }
     std::fprintf(stderr, "specdec: unknown command '%s'\n\n%s", argv[1], kUsage);
     return 2;

@@ -8,6 +8,7 @@
 // two vocabularies. A model may come without a tokenizer (an HF folder without tokenizer.json): then
 // generate refuses it and inspect says so.
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,12 +20,14 @@
 namespace specdec::cli {
 
 class Vocab {
+    using fs_path = std::filesystem::path;
+
 public:
     Vocab() = default;  // no tokenizer
     explicit Vocab(Tokenizer t) : hf_(std::move(t)) {}
     explicit Vocab(Llama2cTokenizer t) : l2c_(std::move(t)) {}
     /// A GGUF file's tokenizer is one of the two: "gpt2" a Tokenizer, "llama" a Llama2cTokenizer.
-    explicit Vocab(const GgufTokenizer& t) {
+    explicit Vocab(const GgufTokenizer& t) : in_gguf_(true) {
         if (t.bpe()) hf_ = *t.bpe();
         if (t.spm()) l2c_ = *t.spm();
     }
@@ -39,10 +42,30 @@ public:
 
     /// "byte-level BPE (tokenizer.json)", "SentencePiece BPE (tokenizer.bin, llama2.c)", ...
     std::string kind() const {
+        if (in_gguf_ && hf_) return "byte-level BPE (GGUF tokenizer.ggml.model \"gpt2\")";
+        if (in_gguf_ && l2c_) return "SentencePiece-style BPE with byte fallback (GGUF tokenizer.ggml.model \"llama\")";
         if (hf_) return hf_->kind() == TokenizerKind::kByteLevel ? "byte-level BPE (tokenizer.json)"
                                                                  : "SentencePiece-style BPE with byte fallback (tokenizer.json)";
         if (l2c_) return "SentencePiece-style BPE with byte fallback (llama2.c tokenizer.bin)";
         return "none";
+    }
+    /// Whether the tokenizer came from a GGUF file's tokenizer.ggml.* metadata (no file of its own).
+    bool in_gguf() const { return in_gguf_; }
+
+    /// Writes the tokenizer into the HF folder `dir` the way load_model reads it back: tokenizer.json
+    /// for a tokenizer.json kind (a GGUF's "gpt2" one included), llama2.c's tokenizer.bin for a
+    /// SentencePiece vocabulary with scores (a GGUF's "llama" one: tokenizer.json's BPE needs merges,
+    /// which scores do not give). Returns the file written; nothing is written without a tokenizer.
+    fs_path save_into(const fs_path& dir) const {
+        if (hf_) {
+            hf_->save(dir / "tokenizer.json");
+            return dir / "tokenizer.json";
+        }
+        if (l2c_) {
+            l2c_->save(dir / "tokenizer.bin");
+            return dir / "tokenizer.bin";
+        }
+        return {};
     }
 
     int size() const { return hf_ ? hf_->vocab_size() : l2c_ ? l2c_->vocab_size() : 0; }
@@ -99,6 +122,7 @@ public:
 private:
     std::optional<Tokenizer> hf_;
     std::optional<Llama2cTokenizer> l2c_;
+    bool in_gguf_ = false;
 };
 
 }  // namespace specdec::cli

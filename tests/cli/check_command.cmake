@@ -49,6 +49,22 @@ if(CASE STREQUAL "generate")
     if(n_out LESS n_min)  # 40 tokens of a 4096-token BPE add more than 40 characters
         message(FATAL_ERROR "the continuation is too short:\n${ar}")
     endif()
+    # At T > 0 one text tests no law: the summary says what was not checked and what the acceptor needs.
+    run_specdec(out err rc generate --target models/target --draft models/small --prompt "${prompt}" --max-new-tokens 16
+        --temperature 1 --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "generate --temperature 1")
+    expect_match("distribution not checked in this run \\(speculative sampling: lossless when each draft is drawn from q\\)"
+        "${err}" "generate --temperature 1's summary")
+    # Target and drafter swapped: a warning on stderr, the text still the target's (here models/small's).
+    run_specdec(out err rc generate --target models/small --draft models/target --prompt "${prompt}" --max-new-tokens 8)
+    expect_rc(0 "${rc}" "${err}" "generate with the models swapped")
+    expect_match("specdec: warning: the drafter models/target \\([0-9]+ matrix parameters per forward\\) is larger than the target models/small"
+        "${err}" "generate with the models swapped")
+    run_specdec(out err rc generate --target models/target --draft models/small --prompt "${prompt}" --max-new-tokens 8)
+    string(FIND "${err}" "warning" has_warning)
+    if(NOT has_warning EQUAL -1)
+        message(FATAL_ERROR "a drafter smaller than its target was warned about:\n${err}")
+    endif()
     string(ASCII 27 esc)
     string(FIND "${ar}" "${esc}" has_escape)
     if(NOT has_escape EQUAL -1)
@@ -104,6 +120,26 @@ elseif(CASE STREQUAL "convert")
     expect_rc(0 "${rc}" "${err}" "inspect the GGUF")
     expect_match("general.architecture +\"llama\"" "${out}" "inspect the GGUF")
     expect_match("blk.0.attn_q.weight" "${out}" "inspect the GGUF")
+    expect_match("config \\(as load_gguf reads it from the llama\\.\\* keys\\)" "${out}" "inspect the GGUF's config label")
+    expect_match("tokenizer: byte-level BPE \\(GGUF tokenizer\\.ggml\\.model \"gpt2\"\\)" "${out}" "inspect the GGUF's tokenizer kind")
+    expect_match("file +none of its own: the GGUF file's tokenizer\\.ggml\\.\\* keys" "${out}" "inspect the GGUF's tokenizer file")
+    # GGUF -> HF: the GGUF's tokenizer is written as tokenizer.json, and the folder decodes the same.
+    run_specdec(out err rc convert ${WORK}/small.gguf ${WORK}/from_gguf)
+    expect_rc(0 "${rc}" "${err}" "convert GGUF -> HF")
+    expect_match("from_gguf/tokenizer\\.json" "${out}" "convert GGUF -> HF names the tokenizer it wrote")
+    foreach(f config.json model.safetensors tokenizer.json)
+        if(NOT EXISTS ${WORK}/from_gguf/${f})
+            message(FATAL_ERROR "convert GGUF -> HF wrote no ${f}")
+        endif()
+    endforeach()
+    run_specdec(d err rc generate --target ${WORK}/from_gguf --prompt "${prompt}" --max-new-tokens 24)
+    expect_rc(0 "${rc}" "${err}" "generate from the folder converted from GGUF")
+    if(NOT a STREQUAL d)
+        message(FATAL_ERROR "the folder converted from GGUF decodes\n${d}\nthe original\n${a}")
+    endif()
+    run_specdec(out err rc inspect ${WORK}/from_gguf)
+    expect_rc(0 "${rc}" "${err}" "inspect the folder converted from GGUF")
+    expect_match("tokenizer: byte-level BPE \\(tokenizer\\.json\\)" "${out}" "inspect the folder converted from GGUF")
 elseif(CASE STREQUAL "errors")
     # A malformed command line: a message and exit status 2. A file the library refuses: exit 1.
     foreach(args "generate;--targt;models/target"
@@ -124,6 +160,16 @@ elseif(CASE STREQUAL "errors")
     endforeach()
     run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
     expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
+    run_specdec(out err rc generat --target models/target --prompt x)
+    expect_rc(2 "${rc}" "${err}" "a misspelt command")
+    expect_match("^specdec: unknown command 'generat' \\(did you mean 'generate'\\?\\)" "${err}" "a misspelt command")
+    # A request longer than the context is refused before anything is printed (the prompt included).
+    run_specdec(out err rc generate --target models/target --prompt "${prompt}" --max-new-tokens 600)
+    expect_rc(1 "${rc}" "${err}" "a request past the context")
+    expect_match("exceeds the target's context of 512 tokens" "${err}" "a request past the context")
+    if(NOT out STREQUAL "")
+        message(FATAL_ERROR "a refused request printed on stdout:\n${out}")
+    endif()
     foreach(args "inspect;models/no_such_model"
                  "inspect;models"
                  "inspect;README.md"

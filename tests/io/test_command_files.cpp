@@ -1,6 +1,7 @@
 // The specdec command's file handling (examples/cli): converting the shipped target HF -> llama2.c -> HF
 // and HF -> GGUF -> HF keeps its logits bit for bit, formats are told apart by path, a broken GGUF is
-// refused by name; and the text stream prints whole UTF-8 characters only, however tokens split them.
+// refused by name; a GGUF's tokenizer becomes the folder's file; and the text stream prints whole
+// UTF-8 characters only, however tokens split them.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -64,6 +65,59 @@ TEST_CASE("convert takes the shipped target HF -> llama2.c -> HF with identical 
     CHECK(chain_logits(gguf.checkpoint, text) == want);
     CHECK_THROWS_WITH(cli::save_model(hf, dir / "x.gguf", cli::ModelFormat::kGguf, "q4_k"),
                       Catch::Contains("[specdec.cli]") && Catch::Contains("q4_k"));
+    fs::remove_all(dir);
+}
+
+TEST_CASE("convert GGUF -> HF folder writes the GGUF's tokenizer, so the folder encodes as the GGUF did",
+          "[io][command][gguf]") {
+    const fs::path dir = fs::temp_directory_path() / "specdec_test_command_gguf_tokenizer";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string text = "It was the best of times";
+    SECTION("a byte-level (\"gpt2\") tokenizer becomes tokenizer.json") {
+        const fs::path target = fs::path(SPECDEC_SOURCE_DIR) / "models/small";
+        if (!fs::exists(target / "model.safetensors")) {
+            WARN("models/small is absent: skipped");
+            return;
+        }
+        cli::save_model(cli::load_model(target), dir / "small.gguf", cli::ModelFormat::kGguf, "f32");
+        const cli::LoadedModel gguf = cli::load_model(dir / "small.gguf");
+        REQUIRE(gguf.vocab.in_gguf());
+        REQUIRE(gguf.tokenizer_path.empty());
+        const std::string wrote = cli::save_model(gguf, dir / "folder", cli::ModelFormat::kHfFolder, "f32");
+        CHECK(wrote.find("tokenizer.json") != std::string::npos);
+        const cli::LoadedModel folder = cli::load_model(dir / "folder");
+        CHECK(folder.tokenizer_path == dir / "folder" / "tokenizer.json");
+        REQUIRE(folder.vocab.present());
+        CHECK_FALSE(folder.vocab.in_gguf());
+        CHECK(folder.vocab.size() == gguf.vocab.size());
+        CHECK(folder.vocab.encode_prompt(text) == gguf.vocab.encode_prompt(text));
+        CHECK(folder.vocab.eos() == gguf.vocab.eos());
+    }
+    SECTION("a SentencePiece (\"llama\") tokenizer, scores and no merges, becomes llama2.c's tokenizer.bin") {
+        std::vector<std::string> pieces = {"<unk>", "<s>", "</s>"};
+        for (int b = 0; b < 256; ++b) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+            pieces.push_back(buf);
+        }
+        for (const char* p : {" ", " It", " was", " the", " best", " of", " times", "t", "e", "s"}) pieces.push_back(p);
+        std::vector<float> scores(pieces.size());
+        for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = -static_cast<float>(i);
+        const GgufTokenizer spm(Llama2cTokenizer::from_vocab(pieces, scores));
+        Config c = test::tiny_config(true, static_cast<int>(pieces.size()));
+        save_gguf(dir / "spm.gguf", c, random_weights(c, 5, 0.3f), &spm, GgufSaveType::kF32);
+        const cli::LoadedModel gguf = cli::load_model(dir / "spm.gguf");
+        REQUIRE(gguf.vocab.in_gguf());
+        const std::string wrote = cli::save_model(gguf, dir / "folder", cli::ModelFormat::kHfFolder, "f32");
+        CHECK(wrote.find("tokenizer.bin") != std::string::npos);
+        CHECK_FALSE(fs::exists(dir / "folder" / "tokenizer.json"));
+        const cli::LoadedModel folder = cli::load_model(dir / "folder");
+        CHECK(folder.tokenizer_path == dir / "folder" / "tokenizer.bin");
+        REQUIRE(folder.vocab.present());
+        CHECK(folder.vocab.encode_prompt(text) == gguf.vocab.encode_prompt(text));
+        CHECK(folder.vocab.encode_prompt(text).size() < text.size());  // merged pieces, not bytes
+    }
     fs::remove_all(dir);
 }
 

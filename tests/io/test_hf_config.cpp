@@ -300,3 +300,91 @@ TEST_CASE("config fields this Llama cannot honour are refused naming the field a
     CHECK(load_text("mistral_ok", config_json(",\"model_type\":\"mistral\",\"sliding_window\":null")).hidden_size == 32);
     CHECK(load_text("dense_ok", config_json(",\"num_experts\":0")).hidden_size == 32);
 }
+
+TEST_CASE("transformers 5's rope_parameters reads as 4.x's rope_theta and rope_scaling", "[checkpoint][rope]") {
+    const std::string scaling = "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                                "\"original_max_position_embeddings\":32,\"rope_type\":\"llama3\"";
+    const Config old_spelling =
+        load_text("rope_4x", config_json(",\"rope_theta\":500000.0,\"rope_scaling\":{" + scaling + "}"));
+    const Config new_spelling =
+        load_text("rope_5x", config_json(",\"rope_parameters\":{\"rope_theta\":500000.0," + scaling + "}"));
+    REQUIRE(old_spelling.rope_scaling.type == RopeScalingType::kLlama3);
+    CHECK(new_spelling.rope_theta == 500000.0f);
+    CHECK(new_spelling.rope_scaling.type == RopeScalingType::kLlama3);
+    CHECK(new_spelling.rope_scaling.original_max_position_embeddings == 32);
+    CHECK(rope_inverse_frequencies(new_spelling) == rope_inverse_frequencies(old_spelling));
+
+    SECTION("rope_type default is theta alone, linear divides") {
+        const Config plain = load_text("rope_5x_default",
+                                       config_json(",\"rope_parameters\":{\"rope_theta\":20000.0,\"rope_type\":\"default\"}"));
+        CHECK(plain.rope_theta == 20000.0f);
+        CHECK(plain.rope_scaling.type == RopeScalingType::kNone);
+        const Config linear = load_text(
+            "rope_5x_linear", config_json(",\"rope_parameters\":{\"rope_theta\":10000.0,\"rope_type\":\"linear\",\"factor\":4}"));
+        CHECK(linear.rope_scaling.type == RopeScalingType::kLinear);
+        CHECK(linear.rope_scaling.factor == 4.0f);
+    }
+    SECTION("both spellings that agree load; that disagree are refused naming both") {
+        const Config both = load_text("rope_both", config_json(",\"rope_theta\":500000.0,\"rope_scaling\":{" + scaling +
+                                                               "},\"rope_parameters\":{\"rope_theta\":500000.0," + scaling + "}"));
+        CHECK(rope_inverse_frequencies(both) == rope_inverse_frequencies(old_spelling));
+        // A null rope_scaling is "not given", as transformers reads it.
+        CHECK(load_text("rope_null", config_json(",\"rope_scaling\":null,\"rope_parameters\":{" + scaling + "}"))
+                  .rope_scaling.type == RopeScalingType::kLlama3);
+        CHECK_THROWS_WITH(load_text("rope_theta_differs", config_json(",\"rope_theta\":10000.0,\"rope_parameters\":"
+                                                                      "{\"rope_theta\":500000.0,\"rope_type\":\"default\"}")),
+                          Catch::StartsWith("[specdec.checkpoint] ") && Catch::Contains("config.json") &&
+                              Catch::Contains("'rope_theta' = 10000.0") &&
+                              Catch::Contains("'rope_parameters.rope_theta' = 5e+05") && Catch::Contains("disagree"));
+        CHECK_THROWS_WITH(load_text("rope_scaling_differs",
+                                    config_json(",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2},"
+                                                "\"rope_parameters\":{\"rope_type\":\"linear\",\"factor\":4}")),
+                          Catch::Contains("'rope_scaling' (linear, factor 2") &&
+                              Catch::Contains("'rope_parameters' (linear, factor 4") && Catch::Contains("disagree"));
+    }
+    SECTION("an unknown rope_type or member is refused by name") {
+        CHECK_THROWS_WITH(load_text("rope_5x_yarn", config_json(",\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4}")),
+                          Catch::Contains("field 'rope_parameters.rope_type' = 'yarn' is not supported"));
+        CHECK_THROWS_WITH(
+            load_text("rope_5x_extra", config_json(",\"rope_parameters\":{\"rope_type\":\"default\",\"factor\":4}")),
+            Catch::Contains("field 'rope_parameters.factor' (integer 4) is not read for rope_type 'default'"));
+        CHECK_THROWS_WITH(load_text("rope_4x_extra",
+                                    config_json(",\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":2,\"rope_theta\":1}")),
+                          Catch::Contains("field 'rope_scaling.rope_theta' (integer 1) is not read"));
+    }
+}
+
+TEST_CASE("a config.json key the reader does not know is refused by name, a known-inert one accepted",
+          "[checkpoint][errors]") {
+    SECTION("unknown keys: named with their value and file") {
+        CHECK_THROWS_WITH(load_text("unknown_key", config_json(",\"quantization_config\":{\"bits\":4}")),
+                          Catch::StartsWith("[specdec.checkpoint] ") && Catch::Contains("config.json") &&
+                              Catch::Contains("field 'quantization_config' (object of 1)") &&
+                              Catch::Contains("refused rather than ignored"));
+        CHECK_THROWS_WITH(load_text("unknown_scalar", config_json(",\"partial_rotary_factor\":0.5")),
+                          Catch::Contains("field 'partial_rotary_factor' (number 0.5)"));
+        // A drafter's key counts only for its own model_type: an EDD layer in a plain Llama is not read.
+        CHECK_THROWS_WITH(load_text("edd_key_in_llama", config_json(",\"edd_target_layer\":1")),
+                          Catch::Contains("field 'edd_target_layer'"));
+    }
+    SECTION("the keys transformers writes that leave the forward unchanged") {
+        const Config c = load_text(
+            "inert_keys",
+            config_json(",\"architectures\":[\"LlamaForCausalLM\"],\"_name_or_path\":\"x\",\"transformers_version\":"
+                        "\"5.17.0\",\"dtype\":\"bfloat16\",\"torch_dtype\":\"bfloat16\",\"bos_token_id\":1,\"eos_token_id\":[2,3],"
+                        "\"pad_token_id\":null,\"use_cache\":true,\"initializer_range\":0.02,\"attention_dropout\":0.0,"
+                        "\"pretraining_tp\":1"));
+        CHECK(c.hidden_size == 32);
+        CHECK(c.rope_scaling.type == RopeScalingType::kNone);
+    }
+    SECTION("every key save_config writes is one load_config knows") {
+        Config cfg = test::tiny_config();
+        cfg.attention_head_dim = 16;
+        cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLinear, .factor = 2.0f};
+        const fs::path dir = fresh_dir("save_keys");
+        save_config(cfg, dir / "config.json", "bfloat16");
+        const Config back = load_config(dir / "config.json");
+        CHECK(back.attention_head_dim == 16);
+        CHECK(back.rope_scaling.type == RopeScalingType::kLinear);
+    }
+}

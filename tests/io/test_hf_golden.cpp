@@ -1,7 +1,9 @@
-// HF transformers' own logits for a random LlamaForCausalLM it saved (sharded, bf16, rope_scaling
-// llama3, GQA, untied head, head_dim != hidden / heads): specdec loads the folder and must give the
-// same logits. The data is written by scripts/make_hf_golden.py on a machine with PyTorch; until
-// tests/data/hf_golden/ exists the case is reported as skipped (exit 77 under ctest).
+// HF transformers' own logits for a random LlamaForCausalLM it saved (sharded, bf16, llama3 RoPE
+// scaling, GQA, untied head, head_dim != hidden / heads): specdec loads the folder and must give the
+// same logits. tests/data/hf_golden/ is what scripts/make_hf_golden.py wrote with transformers 5.17.0,
+// whose config.json spells RoPE as rope_parameters; the second case rewrites that config into the
+// other spelling (transformers 4.x's rope_theta + rope_scaling, or back) so that both stay covered by
+// the same weights and logits. Without the folder the cases are reported as skipped (exit 77 under ctest).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -34,19 +36,13 @@ bool skip_without(const fs::path& file) {
     return true;
 }
 
-}  // namespace
-
-TEST_CASE("a checkpoint saved by HF transformers gives transformers' float32 logits", "[checkpoint][golden][hf]") {
-    const fs::path logits_file = kGolden / "logits.json";
-    if (skip_without(logits_file)) return;
-    std::ifstream in(logits_file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    const json::Value golden = json::parse(text.str(), logits_file.string());
-    Checkpoint ck = load_checkpoint(kGolden);
-    REQUIRE(fs::exists(kGolden / "model.safetensors.index.json"));  // what the data is for: shards
+/// The logits of the folder `dir` against logits.json, for the reference and the fast model.
+void check_logits(const fs::path& dir, const json::Value& golden) {
+    Checkpoint ck = load_checkpoint(dir);
+    REQUIRE(fs::exists(dir / "model.safetensors.index.json"));  // what the data is for: shards
     CHECK(ck.config.head_dim() * ck.config.num_attention_heads != ck.config.hidden_size);
     CHECK(ck.config.rope_scaling.type == RopeScalingType::kLlama3);
+    CHECK(ck.config.rope_theta == 500000.0f);  // not the default 10000: the rope spelling was read
     CHECK(ck.config.num_key_value_heads < ck.config.num_attention_heads);
     CHECK_FALSE(ck.config.tie_word_embeddings);
     const bool reference = GENERATE(true, false);
@@ -72,7 +68,59 @@ TEST_CASE("a checkpoint saved by HF transformers gives transformers' float32 log
                 worst = std::max(worst, std::abs(got - want) / (1.0 + std::abs(want)));
             }
         }
-        CAPTURE(p, ids.size(), worst);
+        CAPTURE(reference, p, ids.size(), worst);
         CHECK(worst <= 1e-3);
     }
+}
+
+json::Value read_json(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return json::parse(text.str(), file.string());
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint saved by HF transformers gives transformers' float32 logits", "[checkpoint][golden][hf]") {
+    const fs::path logits_file = kGolden / "logits.json";
+    if (skip_without(logits_file)) return;
+    check_logits(kGolden, read_json(logits_file));
+}
+
+TEST_CASE("the golden checkpoint in the other RoPE spelling gives the same logits", "[checkpoint][golden][hf][rope]") {
+    const fs::path logits_file = kGolden / "logits.json";
+    if (skip_without(logits_file)) return;
+    const fs::path dir = fs::temp_directory_path() / "specdec_test_hf_golden_respelled";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    for (const fs::directory_entry& e : fs::directory_iterator(kGolden)) fs::copy_file(e.path(), dir / e.path().filename());
+    // transformers 5: rope_parameters {rope_theta, rope_type, factor, ...}; 4.x: rope_theta + rope_scaling
+    // {rope_type, factor, ...}. The same numbers moved from one spelling to the other.
+    json::Value root = read_json(kGolden / "config.json");
+    json::Object& o = root.as_object();
+    json::Object respelled;
+    const json::Value* parameters = o.find("rope_parameters");
+    const bool was_5x = parameters != nullptr && !parameters->is_null();
+    REQUIRE((was_5x || o.find("rope_scaling") != nullptr));
+    json::Object rope = was_5x ? parameters->as_object() : o.find("rope_scaling")->as_object();
+    if (was_5x) {
+        json::Object scaling;
+        for (const json::Member& m : rope)
+            if (m.key == "rope_theta") respelled.set("rope_theta", m.value);
+            else scaling.set(m.key, m.value);
+        respelled.set("rope_scaling", std::move(scaling));
+    } else {
+        REQUIRE(o.find("rope_theta") != nullptr);
+        rope.set("rope_theta", *o.find("rope_theta"));
+        respelled.set("rope_parameters", std::move(rope));
+    }
+    for (const json::Member& m : o)
+        if (m.key != "rope_parameters" && m.key != "rope_scaling" && m.key != "rope_theta") respelled.set(m.key, m.value);
+    std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc) << json::dump(json::Value(std::move(respelled)), 2);
+    const Config c = load_config(dir / "config.json");
+    REQUIRE(c.rope_scaling.type == RopeScalingType::kLlama3);
+    CAPTURE(was_5x);
+    check_logits(dir, read_json(logits_file));
+    fs::remove_all(dir);
 }

@@ -99,6 +99,10 @@ const std::vector<Case> kCorpus = {
     {"checkpoint/mixture_of_experts", Loader::kCheckpoint, {"num_local_experts = 8 is not supported"}},
     {"checkpoint/qwen2", Loader::kCheckpoint, {"model_type 'qwen2' is not supported", "biases"}},
     {"checkpoint/head_dim_odd", Loader::kCheckpoint, {"head_dim 7 must be even for RoPE"}},
+    {"checkpoint/unknown_key", Loader::kCheckpoint,
+     {"field 'quantization_config' (object of 2) is not read by this Llama", "refused rather than ignored"}},
+    {"checkpoint/rope_spellings_disagree", Loader::kCheckpoint,
+     {"fields 'rope_theta' = 10000.0 and 'rope_parameters.rope_theta' = 5e+05 disagree"}},
 
     {"sharded/missing_shard", Loader::kCheckpoint,
      {"[specdec.checkpoint]", "model.safetensors.index.json: weight_map names shard 'model-00099-of-", "does not exist"}},

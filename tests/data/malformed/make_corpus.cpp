@@ -176,6 +176,10 @@ void checkpoint_cases() {
     write("checkpoint/mixture_of_experts/config.json", with("\"num_local_experts\": 8"));
     write("checkpoint/qwen2/config.json", with("\"model_type\": \"qwen2\""));
     write("checkpoint/head_dim_odd/config.json", with("\"head_dim\": 7"));
+    // A key the reader does not know, and two RoPE spellings (4.x's rope_theta, 5.x's rope_parameters) at odds.
+    write("checkpoint/unknown_key/config.json", with("\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}"));
+    write("checkpoint/rope_spellings_disagree/config.json",
+          with("\"rope_parameters\": {\"rope_theta\": 500000.0, \"rope_type\": \"default\"}"));
 }
 
 /// A sharded checkpoint of tiny_llama (one tensor or so per shard) at sharded/<name>, and its index text.

@@ -1,0 +1,2 @@
+# Empty dependencies file for specdec_catch_main.
+# This may be replaced when dependencies are built.

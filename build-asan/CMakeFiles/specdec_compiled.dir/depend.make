@@ -1,0 +1,2 @@
+# Empty dependencies file for specdec_compiled.
+# This may be replaced when dependencies are built.

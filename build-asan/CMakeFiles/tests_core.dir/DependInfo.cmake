@@ -1,0 +1,22 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-io/tests/core/test_rng_sampling.cpp" "CMakeFiles/tests_core.dir/tests/core/test_rng_sampling.cpp.o" "gcc" "CMakeFiles/tests_core.dir/tests/core/test_rng_sampling.cpp.o.d"
+  "/work/wt-io/tests/core/test_tree.cpp" "CMakeFiles/tests_core.dir/tests/core/test_tree.cpp.o" "gcc" "CMakeFiles/tests_core.dir/tests/core/test_tree.cpp.o.d"
+  "/work/wt-io/tests/core/test_tree_mask.cpp" "CMakeFiles/tests_core.dir/tests/core/test_tree_mask.cpp.o" "gcc" "CMakeFiles/tests_core.dir/tests/core/test_tree_mask.cpp.o.d"
+  "/work/wt-io/tests/core/test_tree_pruned.cpp" "CMakeFiles/tests_core.dir/tests/core/test_tree_pruned.cpp.o" "gcc" "CMakeFiles/tests_core.dir/tests/core/test_tree_pruned.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

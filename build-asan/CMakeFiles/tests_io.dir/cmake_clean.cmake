@@ -1,0 +1,42 @@
+file(REMOVE_RECURSE
+  "CMakeFiles/tests_io.dir/tests/io/test_checkpoint.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_checkpoint.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_command_files.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_command_files.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_deferred_matrices.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_deferred_matrices.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_gguf.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_gguf.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_gguf_golden.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_gguf_golden.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_gguf_llama_cpp.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_gguf_llama_cpp.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_hf_config.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_hf_config.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_hf_golden.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_hf_golden.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_json.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_json.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_llama2c.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_llama2c.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_malformed_corpus.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_malformed_corpus.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_safetensors.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_safetensors.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_sharded_checkpoint.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_sharded_checkpoint.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_tokenizer.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_tokenizer.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_tokenizer_golden.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_tokenizer_golden.cpp.o.d"
+  "CMakeFiles/tests_io.dir/tests/io/test_vocab_compat.cpp.o"
+  "CMakeFiles/tests_io.dir/tests/io/test_vocab_compat.cpp.o.d"
+  "tests_io"
+  "tests_io.pdb"
+  "tests_io_tests-98e47c4.cmake"
+)
+
+# Per-language clean rules from dependency scanning.
+foreach(lang CXX)
+  include(CMakeFiles/tests_io.dir/cmake_clean_${lang}.cmake OPTIONAL)
+endforeach()

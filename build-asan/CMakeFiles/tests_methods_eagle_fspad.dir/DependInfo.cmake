@@ -1,0 +1,20 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-io/tests/methods/eagle_fspad/test_eagle2_tree.cpp" "CMakeFiles/tests_methods_eagle_fspad.dir/tests/methods/eagle_fspad/test_eagle2_tree.cpp.o" "gcc" "CMakeFiles/tests_methods_eagle_fspad.dir/tests/methods/eagle_fspad/test_eagle2_tree.cpp.o.d"
+  "/work/wt-io/tests/methods/eagle_fspad/test_feature_drafter.cpp" "CMakeFiles/tests_methods_eagle_fspad.dir/tests/methods/eagle_fspad/test_feature_drafter.cpp.o" "gcc" "CMakeFiles/tests_methods_eagle_fspad.dir/tests/methods/eagle_fspad/test_feature_drafter.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for tests_methods_eagle_fspad.
+# This may be replaced when dependencies are built.

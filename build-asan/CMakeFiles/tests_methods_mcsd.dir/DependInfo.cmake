@@ -1,0 +1,21 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wt-io/tests/methods/mcsd/test_decision_model.cpp" "CMakeFiles/tests_methods_mcsd.dir/tests/methods/mcsd/test_decision_model.cpp.o" "gcc" "CMakeFiles/tests_methods_mcsd.dir/tests/methods/mcsd/test_decision_model.cpp.o.d"
+  "/work/wt-io/tests/methods/mcsd/test_fork_mask.cpp" "CMakeFiles/tests_methods_mcsd.dir/tests/methods/mcsd/test_fork_mask.cpp.o" "gcc" "CMakeFiles/tests_methods_mcsd.dir/tests/methods/mcsd/test_fork_mask.cpp.o.d"
+  "/work/wt-io/tests/methods/mcsd/test_mcsd.cpp" "CMakeFiles/tests_methods_mcsd.dir/tests/methods/mcsd/test_mcsd.cpp.o" "gcc" "CMakeFiles/tests_methods_mcsd.dir/tests/methods/mcsd/test_mcsd.cpp.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

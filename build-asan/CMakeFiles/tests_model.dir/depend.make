@@ -1,0 +1,2 @@
+# Empty dependencies file for tests_model.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty dependencies file for tests_train.
+# This may be replaced when dependencies are built.
