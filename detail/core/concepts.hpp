@@ -55,9 +55,13 @@ concept ExposesHidden = LanguageModel<M> && requires(M& m, const M& cm, std::vec
 /// before proposer.start(), so a drafter asks in its constructor). A drafter fed by the target's
 /// states (EDD's soft prompt, EAGLE's features) reads them here in start() and observe(): the
 /// loop commits the target before the drafter observes, so the accepted tokens are already in.
+/// Several such drafters may share one target: each adds its layer (add_hidden_layer keeps the
+/// layers already captured, the set is their union) and reads committed_hidden(hidden_index(layer)).
 template <class M>
-concept ExposesCommittedHidden = ExposesHidden<M> && requires(const M& cm, int i) {
+concept ExposesCommittedHidden = ExposesHidden<M> && requires(M& m, const M& cm, int i) {
     { cm.committed_hidden(i) } -> std::same_as<Rows>;
+    { m.add_hidden_layer(i) } -> std::convertible_to<int>;
+    { cm.hidden_index(i) } -> std::convertible_to<int>;
 };
 
 /// What one speculative step produced, as drafters see it in observe().

@@ -59,7 +59,12 @@ struct Summary {
     double alpha_token = 0;      // per-draft-token acceptance of a chain, the alpha of Leviathan et al. and
                                  // GLIDE: accepted / (accepted + rejections), the maximum-likelihood
                                  // estimate of alpha under i.i.d. acceptance
-    double alpha_depth = 0;      // EDD: accepted length (bonus included) / tree depth, summed over steps
+    double alpha_depth = 0;      // EDD's alpha (edd-pct §4.1, Metrics): accepted length, bonus included, over
+                                 // the candidate tree's depth, summed over the steps that drafted (depth >= 1).
+                                 // tau per unit of depth, not a probability: in [1/d, (d+1)/d] for trees of
+                                 // depth d (a chain of 5 accepted whole gives 6/5), as the paper's tables
+                                 // satisfy alpha ~ tau / depth; a step with an empty draft has no tree and
+                                 // is left out (its bonus alone would count against no depth)
     double alpha_longest = 0;    // MCSD: longest accepted draft / maximum draft length, summed over steps
     std::vector<double> accept_at_position;  // [d-1]: share of steps with depth >= d accepting >= d drafts
     double nodes_per_step = 0;   // draft nodes verified per target forward (PCT vs EAGLE-2: EDD §4.3, Fig. 6)
@@ -79,7 +84,7 @@ inline Summary summarize(const Generation& g) {
         s.n_draft_calls += r.n_draft_calls;
         accepted += r.n_accepted;
         drafted += r.n_drafted;
-        accepted_with_bonus += r.n_accepted + 1;
+        if (r.depth > 0) accepted_with_bonus += r.n_accepted + 1;
         depth += r.depth;
         rejections += r.n_accepted < r.depth;
         if (static_cast<int>(offered.size()) < r.depth) {

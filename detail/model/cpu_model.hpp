@@ -144,6 +144,9 @@ public:
     /// EAGLE-style features go through the same layers, cache and commit as tokens do; given the
     /// model's own embedding rows (embedding(t)) the logits are those of forward(), bit for bit.
     Rows forward_embeddings(const Tree& tree, int first, Rows inputs);
+    /// Forwards run so far (forward and forward_embeddings alike): what a proposer's n_calls must equal
+    /// when it drives this model alone, a load-independent cost count.
+    long n_forwards() const { return n_forwards_; }
 
     /// The input vector (D) of `token`: its row of the embedding matrix.
     std::span<const float> embedding(int token) const {
@@ -178,7 +181,16 @@ public:
     /// hidden_states[-4], the output of the 4th-to-last layer), EAGLE/FSPAD read L. Call it before the
     /// text is forwarded (a drafter's constructor): committed_hidden() covers only tokens forwarded
     /// while these layers were captured.
+    /// It replaces the captured set; a reader that shares the model with others (a drafter fed by the
+    /// target's states) adds its layer with add_hidden_layer instead and looks it up by hidden_index.
     void capture_hidden(std::vector<int> layers);
+    /// Adds `layer` to the captured set, keeping the layers there and their states, and returns its
+    /// index (for hidden / committed_hidden). Several readers of one model each add their own layer
+    /// (EDD reads L-3, EAGLE/FSPAD read L): the set is their union and each reads its own.
+    int add_hidden_layer(int layer);
+    /// The index of a captured layer; throws naming the layer and the captured set when it is not
+    /// there (capture_hidden replaced the set a reader added its layer to).
+    int hidden_index(int layer) const;
     /// (N - first, D) hidden states of the last forward for the i-th captured layer.
     Rows hidden(int i) const;
 
@@ -264,6 +276,7 @@ private:
     std::vector<double> inv_freq_;            // (hd/2) RoPE frequencies
     std::vector<float> rope_cs_;              // (n, hd/2, 2) cos, sin per node
     int cache_len_ = 0;      // T
+    long n_forwards_ = 0;    // run_forward calls (n_forwards)
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
     detail::KvCache kv_;     // (L, C, Hkv*hd) keys and values
     std::vector<float> x_, xb_;             // (n, D)
@@ -286,7 +299,7 @@ private:
     std::vector<std::vector<float>> hidden_;  // per captured layer: (n, D)
     int hidden_first_ = 0;                    // the `first` of the last forward
     detail::RowCache committed_hidden_;       // (captured, C, D): rows [0, T) committed, T + i tree node i
-    int hidden_from_ = 0;                     // committed rows before it were forwarded before capture_hidden
+    std::vector<int> hidden_from_;            // per captured layer: committed rows before it were forwarded before its capture
 };
 
 #if SPECDEC_BODIES
@@ -434,6 +447,7 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
                " nodes of this tree were computed before (pass 0 for a new tree)";
     });
     tree.validate(cfg_.vocab_size);
+    ++n_forwards_;
     detail::require(cache_len_ + std::int64_t{N} <= kv_.max_rows(), "model", [&] {
         return "tree of " + std::to_string(N) + " nodes does not fit: cache holds " + std::to_string(cache_len_) +
                " tokens, capacity is " + std::to_string(kv_.max_rows()) + " (max_position_embeddings " +
@@ -554,7 +568,7 @@ SPECDEC_INLINE void CpuModel::truncate(int n) {
     });
     cache_len_ = n;
     n_computed_ = 0;
-    hidden_from_ = std::min(hidden_from_, n);
+    for (int& from : hidden_from_) from = std::min(from, n);
 }
 
 SPECDEC_INLINE KvView CpuModel::kv(int layer) const {
@@ -577,7 +591,39 @@ SPECDEC_INLINE void CpuModel::capture_hidden(std::vector<int> layers) {
     committed_hidden_ = detail::RowCache(static_cast<int>(hidden_layers_.size()), cfg_.hidden_size, kv_.max_rows(), "model",
                                          "the committed hidden states");
     committed_hidden_.reserve(kv_.capacity(), 0);
-    hidden_from_ = cache_len_;
+    hidden_from_.assign(hidden_layers_.size(), cache_len_);
+}
+
+SPECDEC_INLINE int CpuModel::add_hidden_layer(int layer) {
+    for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
+        if (hidden_layers_[i] == layer) return static_cast<int>(i);
+    detail::require(layer >= 0 && layer <= cfg_.num_hidden_layers, "model", [&] {
+        return "add_hidden_layer: layer " + std::to_string(layer) + " is outside [0, " +
+               std::to_string(cfg_.num_hidden_layers) + "]";
+    });
+    // A cache one layer taller: the captured layers' rows (committed and the last forward's tree rows,
+    // which commit still gathers) are copied over whole.
+    const int n_old = static_cast<int>(hidden_layers_.size()), D = cfg_.hidden_size;
+    detail::RowCache grown(n_old + 1, D, kv_.max_rows(), "model", "the committed hidden states");
+    const int rows = std::max(committed_hidden_.capacity(), kv_.capacity());
+    grown.reserve(rows, 0);
+    for (int i = 0; i < n_old; ++i)
+        std::copy_n(committed_hidden_.rows(i), static_cast<std::size_t>(committed_hidden_.capacity()) * D, grown.rows(i));
+    committed_hidden_ = std::move(grown);
+    hidden_layers_.push_back(layer);
+    if (hidden_.size() == static_cast<std::size_t>(n_old)) hidden_.emplace_back();  // no states of the last forward
+    hidden_from_.push_back(cache_len_);
+    return n_old;
+}
+
+SPECDEC_INLINE int CpuModel::hidden_index(int layer) const {
+    for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
+        if (hidden_layers_[i] == layer) return static_cast<int>(i);
+    std::string captured;
+    for (int l : hidden_layers_) captured += (captured.empty() ? "" : ", ") + std::to_string(l);
+    detail::fail("model", "hidden_index: layer " + std::to_string(layer) + " is not captured (captured: {" + captured +
+                              "}); was the set replaced by capture_hidden after a reader added its layer with "
+                              "add_hidden_layer?");
 }
 
 SPECDEC_INLINE Rows CpuModel::hidden(int i) const {
@@ -593,10 +639,10 @@ SPECDEC_INLINE Rows CpuModel::committed_hidden(int i) const {
         return "committed_hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
                " layers are captured (see capture_hidden)";
     });
-    detail::require(hidden_from_ == 0, "model", [&] {
-        return "committed_hidden: capture_hidden was called after " + std::to_string(hidden_from_) +
-               " tokens were committed, whose states were not kept; call it before the text is forwarded "
-               "(or reset the model)";
+    detail::require(hidden_from_[static_cast<std::size_t>(i)] == 0, "model", [&] {
+        return "committed_hidden: capture_hidden was called after " + std::to_string(hidden_from_[static_cast<std::size_t>(i)]) +
+               " tokens were committed, whose states of layer " + std::to_string(hidden_layers_[static_cast<std::size_t>(i)]) +
+               " were not kept; call it (or add_hidden_layer) before the text is forwarded (or reset the model)";
     });
     return Rows{committed_hidden_.first_rows(i, cache_len_), cfg_.hidden_size};
 }

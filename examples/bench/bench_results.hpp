@@ -44,6 +44,8 @@ struct MethodResult {
     double swi_measured = NAN;    // the same with measured seconds as costs: target_call_s and each model's mean
     double expected_speedup = NAN;  // chains: (1 - a^(g+1)) / ((1 - a)(g c + 1)), a = alpha_token,
                                     // c = draft_call_s / target_call_s
+    double pct_threshold = NAN;     // pct: the s_d/s_t it pruned with (the entry's, or measured once in the run)
+    bool pct_threshold_measured = false;  // true: measured on this machine in this run
     std::vector<std::pair<std::string, long>> calls_per_model;  // drafter forwards per model folder, all timed runs
     std::vector<long> tau_hist;   // [k]: steps that yielded k tokens (accepted drafts + bonus), k >= 1
     bool exact_check = false;     // greedy: outputs compared token for token with autoregressive

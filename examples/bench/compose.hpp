@@ -34,7 +34,7 @@ struct Models {
     std::map<std::string, std::unique_ptr<CpuModel>> edds;                   // EDD drafters (read the target's states)
     std::map<std::string, int> edd_layers;                                    // the state each EDD drafter reads
     std::map<std::string, std::unique_ptr<FeatureDrafter>> features;         // EAGLE / FSPAD drafters (read the target's features)
-    std::map<std::string, double> cost_ratios;                                // s_d/s_t per drafter, when a PCT needs it
+    std::map<std::string, double> cost_ratios;                                // s_d/s_t per drafter shape (cost_key), when a PCT needs it
     std::unique_ptr<Bigram> bigram;                                           // Max-Gram's table, when a cascade needs it
     std::vector<ModelInfo> info;  // target first
 
@@ -138,15 +138,35 @@ auto with_model(Models& models, const std::string& name, F&& f) {
     return f(*models.drafters.at(name));
 }
 
-/// PCT's threshold s_d/s_t (edd-pct.txt Eq. 5): the method's own, or measured once per drafter on
-/// the machine at hand (one-token forwards at a 64-token context, medians of 21).
+/// What a drafter's forward costs depends on: its kind and shape. Drafters of one key (EDD and its
+/// ablations, VDM: one layer of the target's shape) share one measured s_d/s_t in a run, so PCT rows
+/// that differ in the drafter's weights alone prune with the same threshold (measured apart, timing
+/// noise gave them different ones).
+inline std::string cost_key(const Models& models, const std::string& name) {
+    const auto shape = [](const Config& c) {
+        return std::to_string(c.num_hidden_layers) + "x" + std::to_string(c.hidden_size) + "/" +
+               std::to_string(c.intermediate_size) + " h" + std::to_string(c.num_attention_heads) + "/" +
+               std::to_string(c.num_key_value_heads) + " V" + std::to_string(c.vocab_size);
+    };
+    if (auto it = models.edds.find(name); it != models.edds.end()) return "llama " + shape(it->second->config());
+    if (auto it = models.drafters.find(name); it != models.drafters.end()) return "llama " + shape(it->second->config());
+    if (auto it = models.features.find(name); it != models.features.end())
+        return std::string("feature ") + connector_name(it->second->kind) + " " + shape(it->second->model.config());
+    return "glide " + name;  // its cross-attention makes each GLIDE drafter its own cost
+}
+
+/// PCT's threshold s_d/s_t (edd-pct.txt Eq. 5): the method's own, or measured once per run for each
+/// drafter kind and shape (cost_key) on the machine at hand (one-token forwards at a 64-token context,
+/// medians of 21). The results record it (MethodResult::pct_threshold).
 inline float pct_threshold(const MethodSpec& m, Models& models) {
     if (m.pct.expand_threshold > 0.0f) return m.pct.expand_threshold;
-    auto it = models.cost_ratios.find(m.drafter);
+    const std::string key = cost_key(models, m.drafter);
+    auto it = models.cost_ratios.find(key);
     if (it == models.cost_ratios.end()) {
         const double r = with_model(models, m.drafter, [&](auto& d) { return measure_forward_costs(*models.target, d).ratio(); });
-        it = models.cost_ratios.emplace(m.drafter, std::clamp(r, 1e-6, 1.0)).first;
-        std::fprintf(stderr, "PCT: s_d/s_t = %.4f for drafter %s, measured on this machine\n", it->second, m.drafter.c_str());
+        it = models.cost_ratios.emplace(key, std::clamp(r, 1e-6, 1.0)).first;
+        std::fprintf(stderr, "PCT: s_d/s_t = %.4f for drafters of shape %s (first: %s), measured on this machine\n",
+                     it->second, key.c_str(), m.drafter.c_str());
     }
     return static_cast<float>(it->second);
 }

@@ -247,7 +247,12 @@ inline std::string table_section(const Results& r) {
             s += std::string(base ? "<tr class=\"base\">" : "<tr>");
             s += "<td title=\"" + escape(m.spec.about) + "\"><span class=\"swatch\" style=\"background:" +
                  std::string(method_color(method_index(r, m.spec.name))) + "\"></span>" + escape(m.spec.name) +
-                 "<br><span class=\"sub\">" + escape(describe(m.spec)) + "</span></td>";
+                 "<br><span class=\"sub\">" + escape(describe(m.spec)) +
+                 (std::isfinite(m.pct_threshold)
+                      ? escape(", s_d/s_t = " + number("%.4f", m.pct_threshold) +
+                               (m.pct_threshold_measured ? " (measured in this run)" : " (set by the entry)"))
+                      : std::string()) +
+                 "</span></td>";
             s += "<td>" + number("%.2f", u.tau) + "</td>";
             s += "<td>" + (base ? "–" : number("%.3f", u.alpha_token)) + "</td>";
             s += "<td>" + (base ? "–" : number("%.3f", u.alpha_depth)) + "</td>";

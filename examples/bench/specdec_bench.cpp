@@ -270,10 +270,14 @@ struct Accumulator {
 };
 
 MethodResult finish(const MethodSpec& spec, float temperature, const Accumulator& a, const Accumulator& baseline,
-                    const Models& models, int n_prompts) {
+                    Models& models, int n_prompts) {
     MethodResult r;
     r.spec = spec;
     r.temperature = temperature;
+    if (spec.kind == MethodKind::kPct) {  // measured before the runs (warm-up) and kept: this reads it back
+        r.pct_threshold = pct_threshold(spec, models);
+        r.pct_threshold_measured = spec.pct.expand_threshold <= 0.0f;
+    }
     r.summary = summarize(a.pooled);
     std::vector<double> rate, speedup;
     for (std::size_t i = 0; i < a.seconds.size(); ++i) {
@@ -451,7 +455,7 @@ std::string csv_of(const Results& res) {
         "method,kind,drafter,temperature,tau,alpha_token,alpha_depth_edd,alpha_longest_mcsd,nodes_per_step,tokens_per_s,"
         "tokens_per_s_min,tokens_per_s_max,speedup,speedup_min,speedup_max,swi_params,swi_measured,"
         "expected_speedup,target_call_ms,verify_ms,draft_call_ms,draft_share,n_tokens,n_target_calls,n_draft_calls,"
-        "prompts_compared,prompts_mismatched,lossless,target\n";
+        "prompts_compared,prompts_mismatched,lossless,target,pct_threshold\n";
     for (const MethodResult& r : res.rows) {
         const Summary& m = r.summary;
         std::string name = r.spec.name;  // CSV-quote: names may hold commas
@@ -465,7 +469,8 @@ std::string csv_of(const Results& res) {
              fmt("%.4f", 1e3 * r.draft_call_s) + "," + fmt("%.4f", m.draft_share()) + "," + std::to_string(m.n_tokens) +
              "," + std::to_string(m.n_target_calls) + "," + std::to_string(m.n_draft_calls) + "," +
              std::to_string(r.n_compared) + "," + std::to_string(r.n_mismatched) + ",\"" + lossless_text(r) + "\",\"" +
-             (res.target_label.empty() ? std::string("demo target (14M)") : res.target_label) + "\"\n";
+             (res.target_label.empty() ? std::string("demo target (14M)") : res.target_label) + "\"," +
+             (std::isfinite(r.pct_threshold) ? fmt("%.4f", r.pct_threshold) : std::string()) + "\n";
     }
     return s;
 }
@@ -535,6 +540,10 @@ std::string json_of(const Results& res) {
         o.set("tau", num(m.tau));
         o.set("alpha_token", num(m.alpha_token));
         o.set("alpha_depth_edd", num(m.alpha_depth));
+        if (r.spec.kind == MethodKind::kPct) {
+            o.set("pct_threshold", num(r.pct_threshold));  // s_d/s_t
+            o.set("pct_threshold_measured", r.pct_threshold_measured);
+        }
         o.set("alpha_longest_mcsd", num(m.alpha_longest));
         o.set("nodes_per_step", num(m.nodes_per_step));
         json::Array at;

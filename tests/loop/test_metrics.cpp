@@ -44,6 +44,12 @@ TEST_CASE("summaries of a hand-made trace give each paper's acceptance", "[metri
     CHECK_THAT(s.alpha_token, Catch::WithinRel(5.0 / 7, 1e-12));    // 5 accepted, 2 rejections
     CHECK_THAT(s.alpha_depth, Catch::WithinRel(8.0 / 12, 1e-12));   // (5 + 2 + 1) / (4 * 3) = tau / depth
     CHECK_THAT(s.alpha_longest, Catch::WithinRel(5.0 / 12, 1e-12));
+    // Steps with an empty draft (Max-Gram found nothing, no room left) have no tree: EDD's alpha leaves
+    // them out, where counting their bonus would lift it to (8 + 6) / 12 > 1.
+    Generation with_empty = g;
+    for (int i = 0; i < 6; ++i) with_empty.steps.push_back(StepRecord{.n_emitted = 1});
+    with_empty.tokens.assign(14, 0);
+    CHECK_THAT(summarize(with_empty).alpha_depth, Catch::WithinRel(8.0 / 12, 1e-12));
     REQUIRE(s.accept_at_position.size() == 4);
     CHECK_THAT(s.accept_at_position[0], Catch::WithinRel(2.0 / 3, 1e-12));
     CHECK_THAT(s.accept_at_position[1], Catch::WithinRel(1.0 / 3, 1e-12));

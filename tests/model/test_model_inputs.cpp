@@ -164,4 +164,23 @@ TEST_CASE("committed hidden states cover the whole committed text and move with 
         CHECK(late.committed_hidden(0).rows() == 10);
         CHECK_THROWS_WITH(late.committed_hidden(1), Catch::Contains("committed_hidden(1): 1 layers are captured"));
     }
+    SECTION("readers add their layers beside the captured ones, each read by its own index") {
+        const int L = cfg.num_hidden_layers;
+        const std::size_t first10 = 10 * static_cast<std::size_t>(cfg.hidden_size);
+        CpuModel shared(cfg, w);
+        CHECK(shared.add_hidden_layer(L) == 0);
+        detail::prefill(shared, std::span(text).first(10));
+        CHECK(shared.add_hidden_layer(1) == 1);  // a second reader, after 10 tokens were committed
+        CHECK(shared.add_hidden_layer(L) == 0);  // already there: the same index
+        CHECK(shared.hidden_index(1) == 1);
+        CHECK(max_abs_diff(shared.committed_hidden(0).data, fresh.hidden(2).data.first(first10)) < 1e-5f);
+        CHECK_THROWS_WITH(shared.committed_hidden(1), Catch::Contains("after 10 tokens") && Catch::Contains("of layer 1"));
+        shared.reset();
+        detail::prefill(shared, std::span(text).first(10));
+        CHECK(max_abs_diff(shared.committed_hidden(0).data, fresh.hidden(2).data.first(first10)) < 1e-5f);
+        CHECK(max_abs_diff(shared.committed_hidden(1).data, fresh.hidden(1).data.first(first10)) < 1e-5f);
+        CHECK_THROWS_WITH(shared.hidden_index(L + 5), Catch::Contains("layer " + std::to_string(L + 5) + " is not captured") &&
+                                                          Catch::Contains("{" + std::to_string(L) + ", 1}"));
+        CHECK_THROWS_WITH(shared.add_hidden_layer(L + 1), Catch::Contains("add_hidden_layer: layer " + std::to_string(L + 1)));
+    }
 }

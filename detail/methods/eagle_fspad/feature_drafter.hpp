@@ -206,7 +206,7 @@ public:
         } else {
             layer_ = target.num_layers();
         }
-        target.capture_hidden({layer_});
+        target.add_hidden_layer(layer_);  // beside any other reader's layer (an EddProposer's L - 3)
     }
 
     int vocab_size() const { return drafter_->model.vocab_size(); }
@@ -220,6 +220,7 @@ public:
         detail::require(!prompt.empty(), "eagle", [] { return std::string("start: the prompt is empty"); });
         drafter_->model.reset();
         tokens_.assign(prompt.begin(), prompt.end());
+        root_pending_ = true;
         fed_ = 0;
         fresh_ = true;
     }
@@ -241,7 +242,7 @@ public:
             e_.resize(static_cast<std::size_t>(n) * D);
             f_.resize(e_.size());
             eta_.resize(e_.size());
-            const Rows target_f = target_->committed_hidden(0);
+            const Rows target_f = target_->committed_hidden(target_->hidden_index(layer_));
             for (int i = 0; i < n; ++i) {
                 const Node& node = tree[computed_ + i];
                 const auto e = drafter_->model.embedding(node.token);
@@ -280,9 +281,14 @@ public:
     /// Reads the accepted path by its tokens in the verified tree (StepOutcome); the drafter's tree rows
     /// are all dropped: the accepted ones were computed from predicted features, and the next step
     /// recomputes them from the target's (catch_up).
+    /// A step that began without a pending root (the previous acceptor deferred its bonus: target-initialised
+    /// MCSD) accepted a path whose first token is new too, and a deferred bonus leaves no root pending
+    /// (next_root -1); the roots such a step draws read the last committed feature, as a pending root does.
     void observe(const StepOutcome& outcome) {
-        for (std::size_t i = 1; i < outcome.path.size(); ++i) tokens_.push_back(outcome.tree[outcome.path[i]].token);
-        tokens_.push_back(outcome.next_root);
+        for (std::size_t i = root_pending_ ? 1 : 0; i < outcome.path.size(); ++i)
+            tokens_.push_back(outcome.tree[outcome.path[i]].token);
+        root_pending_ = outcome.next_root >= 0;
+        if (root_pending_) tokens_.push_back(outcome.next_root);
         drafter_->model.truncate(fed_);
         fresh_ = true;
     }
@@ -296,9 +302,9 @@ private:
     /// Commits η_t = connector(e_{t+1}, f_t) for the target's committed tokens the drafter lacks, all but
     /// the last (the root node's row, recomputed in the tree).
     void catch_up() {
-        const Rows f = target_->committed_hidden(0);
+        const Rows f = target_->committed_hidden(target_->hidden_index(layer_));
         const int T = f.rows(), want = std::max(T - 1, 0), D = f.cols;
-        detail::require(want >= fed_ && static_cast<int>(tokens_.size()) > T, "eagle", [&] {
+        detail::require(want >= fed_ && static_cast<int>(tokens_.size()) == T + (root_pending_ ? 1 : 0), "eagle", [&] {
             return "the target holds " + std::to_string(T) + " committed features for a text of " +
                    std::to_string(tokens_.size()) + " tokens, but the drafter was fed " + std::to_string(fed_) +
                    " (was the target truncated behind the proposer's back?)";
@@ -323,7 +329,8 @@ private:
     Target* target_;
     FeatureDrafter* drafter_;
     int layer_ = 0;
-    std::vector<int> tokens_;   // the committed text, ending with the pending root
+    std::vector<int> tokens_;   // the committed text, ending with the pending root if one is pending
+    bool root_pending_ = true;  // false after a deferred bonus (StepOutcome::next_root -1)
     int fed_ = 0;               // committed drafter rows
     int computed_ = 0;          // tree nodes scored this step
     bool fresh_ = true;

@@ -106,9 +106,11 @@ inline EddCheckpoint load_edd_checkpoint(const std::filesystem::path& dir) {
 
 /// EDD's proposer: drafts from the pending root with the drafter, whose committed rows are the target's
 /// hidden states of every committed token but the root (the target has not run the root yet). Each
-/// step it first appends the states the target committed since the last step, then scores the
-/// builder's tree; observe() drops the tree rows. Any ScoresNodes builder drives it (PCT, chains,
-/// CAPE, EAGLE-2).
+/// step's first forward carries the states the target committed since the last step as a catch-up
+/// chain (fed as input vectors) with the builder's tree hanging from its end, one forward as
+/// ModelProposer fuses its catch-up; observe() keeps the chain's rows and drops the tree's. Any
+/// ScoresNodes builder drives it (PCT, chains, CAPE, EAGLE-2), and a step that starts from a deferred
+/// bonus (target-initialised MCSD) too: its roots sit where a pending root would, after every state.
 template <ExposesCommittedHidden Target>
 class EddProposer {
 public:
@@ -121,10 +123,11 @@ public:
                    std::to_string(target.vocab_size());
         });
         if constexpr (requires { target.config(); }) check_edd_pair(drafter.config(), target_layer, target.config());
-        target.capture_hidden({target_layer});
+        target.add_hidden_layer(target_layer);  // beside any other reader's layer (a FeatureProposer's L)
     }
 
     int vocab_size() const { return drafter_->vocab_size(); }
+    /// Drafter forwards so far, every one counted (the catch-up rides in the step's first).
     long n_calls() const { return n_calls_; }
     std::vector<DrafterUsage> usage() const { return {{drafter_, n_calls_, seconds_}}; }
     std::vector<DrafterContext> drafter_contexts() const { return {{"the EDD drafter", drafter_->context_size()}}; }
@@ -133,78 +136,91 @@ public:
         detail::require(!prompt.empty(), "edd", [] { return std::string("start: the prompt is empty"); });
         drafter_->reset();
         fed_ = 0;
+        offset_ = 0;
         fresh_ = true;
     }
 
     Rows propose(const Tree& tree, std::span<const int> nodes) {
         const auto t0 = std::chrono::steady_clock::now();
-        if (fresh_) {
-            catch_up();
+        const int V = vocab_size(), D = drafter_->config().hidden_size;
+        if (fresh_) {  // a new step: the catch-up chain of states, then the builder's tree hanging from it
+            const Rows h = target_->committed_hidden(target_->hidden_index(layer_));
+            detail::require(h.rows() >= fed_, "edd", [&] {
+                return "the target holds " + std::to_string(h.rows()) + " committed states but the drafter was fed " +
+                       std::to_string(fed_) + " (was the target truncated behind the proposer's back?)";
+            });
+            offset_ = h.rows() - fed_;
+            inner_ = Tree::chain(std::vector<int>(static_cast<std::size_t>(offset_), 0));  // forward_embeddings reads no token
+            inputs_.assign(h.data.begin() + static_cast<std::ptrdiff_t>(fed_) * D, h.data.end());
             computed_ = 0;
+            mirrored_ = 0;
             logits_.clear();
             fresh_ = false;
         }
-        const int V = vocab_size();
-        const Rows fresh_rows = drafter_->forward(tree, computed_);
+        detail::require(tree.size() >= mirrored_, "edd", [&] {
+            return "propose: the tree shrank from " + std::to_string(mirrored_) + " to " + std::to_string(tree.size()) +
+                   " nodes within one step (a builder may only grow its tree)";
+        });
+        for (int i = mirrored_; i < tree.size(); ++i) {  // the tree's tokens enter as the drafter's own embeddings
+            const Node& n = tree[i];
+            inner_.add(n.token, n.parent < 0 ? offset_ - 1 : n.parent + offset_, n.draft_prob, n.draw);
+            const auto e = drafter_->embedding(n.token);
+            inputs_.insert(inputs_.end(), e.begin(), e.end());
+        }
+        mirrored_ = tree.size();
+        const std::size_t from = static_cast<std::size_t>(computed_) * D;
+        const Rows fresh_rows = drafter_->forward_embeddings(
+            inner_, computed_, Rows{std::span<const float>(inputs_).subspan(from), D});
         ++n_calls_;
         logits_.insert(logits_.end(), fresh_rows.data.begin(), fresh_rows.data.end());
-        computed_ = tree.size();
+        computed_ = inner_.size();
         seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         out_.resize(nodes.size() * static_cast<std::size_t>(V));
         for (std::size_t j = 0; j < nodes.size(); ++j) {
-            detail::require(nodes[j] >= 0 && nodes[j] < computed_, "edd", [&] {
+            detail::require(nodes[j] >= 0 && nodes[j] < mirrored_, "edd", [&] {
                 return "propose: node " + std::to_string(nodes[j]) + " is not in the tree of " +
-                       std::to_string(computed_) + " nodes";
+                       std::to_string(mirrored_) + " nodes";
             });
-            std::copy_n(logits_.begin() + static_cast<std::ptrdiff_t>(nodes[j]) * V, V,
+            std::copy_n(logits_.begin() + static_cast<std::ptrdiff_t>(nodes[j] + offset_) * V, V,
                         out_.begin() + static_cast<std::ptrdiff_t>(j) * V);
         }
         return Rows{out_, V};
     }
 
-    /// The tree's token rows are not kept: next step the target's states of the accepted tokens take
-    /// their place (Eq. 3: a round sees the states of earlier rounds and its own tokens only).
+    /// Keeps the catch-up chain's rows; the tree's token rows are dropped: next step the target's states
+    /// of the accepted tokens take their place (Eq. 3: a round sees the states of earlier rounds and its
+    /// own tokens only). A step whose builder never asked leaves its states for the next step's chain.
     void observe(const StepOutcome&) {
+        if (!fresh_ && offset_ > 0) {
+            std::vector<int> chain(static_cast<std::size_t>(offset_));
+            for (int i = 0; i < offset_; ++i) chain[static_cast<std::size_t>(i)] = i;
+            drafter_->commit(chain);
+            fed_ += offset_;
+        }
         drafter_->truncate(fed_);
         fresh_ = true;
     }
 
-    /// States fed so far: equal to the target's committed length at the start of every step.
+    /// States fed so far: equal to the target's committed length at the start of every step that drafts.
     int states_fed() const { return fed_; }
     /// The target's hidden-state index the soft prompt is.
     int target_layer() const { return layer_; }
 
 private:
-    /// Feeds the target's committed states the drafter lacks, as committed rows.
-    void catch_up() {
-        const Rows h = target_->committed_hidden(0);
-        const int n = h.rows();
-        detail::require(n >= fed_, "edd", [&] {
-            return "the target holds " + std::to_string(n) + " committed states but the drafter was fed " +
-                   std::to_string(fed_) + " (was the target truncated behind the proposer's back?)";
-        });
-        drafter_->truncate(fed_);
-        if (n == fed_) return;
-        const int D = h.cols;
-        std::vector<int> zeros(static_cast<std::size_t>(n - fed_), 0);  // forward_embeddings reads no token
-        const Tree chain = Tree::chain(zeros);
-        drafter_->forward_embeddings(chain, 0, Rows{h.data.subspan(static_cast<std::size_t>(fed_) * D), D});
-        std::vector<int> path(zeros.size());
-        for (std::size_t i = 0; i < path.size(); ++i) path[i] = static_cast<int>(i);
-        drafter_->commit(path);
-        fed_ = n;
-    }
-
     Target* target_;
     CpuModel* drafter_;
     int layer_ = 0;
     int fed_ = 0;        // target states committed in the drafter
-    int computed_ = 0;   // tree nodes the drafter scored this step
+    int offset_ = 0;     // inner index of the builder's node 0: the catch-up chain's length this step
+    int computed_ = 0;   // inner nodes the drafter scored this step
+    int mirrored_ = 0;   // builder nodes copied into inner_
     bool fresh_ = true;
     long n_calls_ = 0;
     double seconds_ = 0.0;
-    std::vector<float> logits_;
-    std::vector<float> out_;
+    Tree inner_;                  // catch-up chain + the builder's tree
+    std::vector<float> inputs_;   // (inner nodes, D): the chain's states, then the tree's token embeddings
+    std::vector<float> logits_;   // (computed, V)
+    std::vector<float> out_;      // (nodes, V)
 };
 
 }  // namespace specdec

@@ -34,8 +34,13 @@ struct TargetInitialisedTree {
 
     static constexpr bool draws_roots_from_bonus_law() { return true; }
 
-    template <ScoresNodes P>
+    template <DrafterBase P>
     Tree build(P& proposer, int root_token, const StepContext& ctx) {
+        static_assert(ScoresNodes<P>,
+                      "specdec: TargetInitialisedTree needs a drafter that scores nodes (ScoresNodes: a small LM, GLIDE, EDD, "
+                      "EAGLE/FSPAD): its roots are drawn from the target's bonus law, and a drafter that chooses its own "
+                      "tokens (DraftsTokens: Max-Gram, prompt lookup, a cascade) drafts after a pending root, which such "
+                      "a step does not have");
         const int V = proposer.vocab_size();
         detail::require_k_config(k_config, V, "TargetInitialisedTree");
         detail::require(n_seeds >= 1 && n_seeds <= V, "mcsd", [&] {

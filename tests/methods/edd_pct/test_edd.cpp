@@ -236,3 +236,68 @@ TEST_CASE("the EDD proposer needs a prompt and names its drafter's context", "[e
     CHECK(proposer.drafter_contexts()[0].drafter == "the EDD drafter");
     CHECK(proposer.drafter_contexts()[0].context == dc.max_position_embeddings);
 }
+
+TEST_CASE("an EDD drafter and a feature drafter on one target each read their own layer", "[edd][eagle]") {
+    // EDD reads state L - 3, EAGLE state L; each adds its layer to the target's captured set, so the
+    // one built first keeps reading its own (a replaced set made EDD read L). Each run on the shared
+    // target must step exactly as the same drafter alone on a target of its own.
+    const Config tc = target_config(), dc = edd_drafter_config(tc);
+    const Weights tw = random_weights(tc, 3, 0.4f), dw = edd_initial_weights(dc, tw, 53, 0.4f);
+    const FeatureCheckpoint fck = initial_feature_drafter(tc, tw, Connector::kFc, false, 57, 0.4f);
+    const std::vector<int> prompt = some_tokens(6, tc.vocab_size, 3);
+    const GenerateOptions gen{.max_new_tokens = 30};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const auto run = [&](CpuModel& target, auto& proposer) {
+        PrunedCandidateTree pct{.expand_threshold = 0.05f};
+        const Generation g = speculative_generate(target, proposer, pct, verifier, acceptor, prompt, gen);
+        std::vector<int> accepted;
+        for (const StepRecord& s : g.steps) accepted.push_back(s.n_accepted * 100 + s.n_drafted);
+        return accepted;
+    };
+    CpuModel shared(tc, tw), edd_target(tc, tw), feature_target(tc, tw);
+    CpuModel edd_drafter(dc, dw), edd_alone_drafter(dc, dw);
+    FeatureDrafter feature_drafter(fck), feature_alone_drafter(fck);
+    EddProposer edd(shared, edd_drafter, edd_hidden_layer(tc));  // built first
+    FeatureProposer feature(shared, feature_drafter);
+    EddProposer edd_alone(edd_target, edd_alone_drafter, edd_hidden_layer(tc));
+    FeatureProposer feature_alone(feature_target, feature_alone_drafter);
+    REQUIRE(shared.hidden_index(edd_hidden_layer(tc)) != shared.hidden_index(tc.num_hidden_layers));
+
+    const std::vector<int> edd_steps = run(shared, edd);
+    CHECK(edd_steps == run(edd_target, edd_alone));
+    CHECK(worst_difference(edd_drafter.kv(0).k, edd_alone_drafter.kv(0).k) < 1e-5f);
+    const std::vector<int> feature_steps = run(shared, feature);
+    CHECK(feature_steps == run(feature_target, feature_alone));
+    CHECK(worst_difference(feature_drafter.model.kv(0).k, feature_alone_drafter.model.kv(0).k) < 1e-5f);
+
+    // Replacing the set behind a reader's back is refused by name, never read as another layer.
+    shared.capture_hidden({0});
+    CHECK_THROWS_WITH(run(shared, edd), Catch::Contains("[specdec.model] hidden_index: layer 1 is not captured") &&
+                                            Catch::Contains("captured: {0}"));
+}
+
+TEST_CASE("EDD counts every drafter forward, the catch-up of the target's states included", "[edd]") {
+    // The states committed since the last step ride in the step's first forward (as ModelProposer's
+    // catch-up chain does), so the proposer's count is the drafter model's own count of forwards, and a
+    // chain of gamma costs gamma forwards per step.
+    const Config tc = target_config(), dc = edd_drafter_config(tc);
+    const Weights tw = random_weights(tc, 4, 0.4f);
+    CpuModel target(tc, tw), drafter(dc, edd_initial_weights(dc, tw, 54, 0.4f));
+    EddProposer proposer(target, drafter, edd_hidden_layer(tc));
+    Chain chain{.gamma = 3};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const std::vector<int> prompt = some_tokens(7, tc.vocab_size, 4);
+    const GenerateOptions gen{.max_new_tokens = 25};
+    const Generation g = speculative_generate(target, proposer, chain, verifier, acceptor, prompt, gen);
+    CHECK(g.tokens == autoregressive_generate(target, prompt, gen).tokens);
+    long per_step = 0;
+    for (const StepRecord& s : g.steps) {
+        CHECK(s.n_draft_calls == s.depth);
+        per_step += s.n_draft_calls;
+    }
+    CHECK(proposer.n_calls() == per_step);
+    CHECK(drafter.n_forwards() == proposer.n_calls());
+    CHECK(proposer.usage()[0].calls == drafter.n_forwards());
+}

@@ -16,7 +16,8 @@ set(expected
     "specdec: an Acceptor needs `AcceptResult accept(const Tree& tree, Rows target_logits, const StepContext& ctx)`"
     "specdec: a TreeBuilder needs `Tree build(P& proposer, int root_token, const StepContext& ctx)`"
     "specdec: a LanguageModel needs `void truncate(int n)`"
-    "specdec: accept(tree, target_logits, ctx) must return specdec::AcceptResult")
+    "specdec: accept(tree, target_logits, ctx) must return specdec::AcceptResult"
+    "specdec: TargetInitialisedTree needs a drafter that scores nodes")
 set(missing "")
 foreach(message IN LISTS expected)
     string(FIND "${out}" "${message}" at)

@@ -1,4 +1,4 @@
-// Six malformed compositions, each missing one thing. This file must fail to compile, with one message
+// Seven malformed compositions, each missing one thing. This file must fail to compile, with one message
 // per composition that names what is missing (check_messages.cmake compiles it and looks for each).
 // Never built into a program.
 #define SPECDEC_DECODING_ONLY
@@ -65,4 +65,7 @@ void malformed(CpuModel& target, NoTruncate& other) {
     // 6: policies written in the call reach the same member-by-member checks.
     speculative_generate(target, TokenDrafter{}, Chain{.gamma = 2}, TreeVerifier{}, ReturnsPath{}, std::vector<int>{1},
                          GenerateOptions{});
+    // 7: target-initialised MCSD's roots come from the target's law: a drafter choosing its own tokens
+    // after a pending root cannot start such a step
+    run<CpuModel, TokenDrafter, TargetInitialisedTree, LossyTargetInitialisedSampling>(target);
 }
