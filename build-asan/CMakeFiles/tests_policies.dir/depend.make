@@ -1,2 +1,0 @@
-# Empty dependencies file for tests_policies.
-# This may be replaced when dependencies are built.

@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-io/build-asan/tests_methods_cs_drafting_tests-98e47c4.cmake")
-  include("/work/wt-io/build-asan/tests_methods_cs_drafting_tests-98e47c4.cmake")
-else()
-  add_test(tests_methods_cs_drafting_NOT_BUILT-98e47c4 tests_methods_cs_drafting_NOT_BUILT-98e47c4)
-endif()

@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-io/build-asan/tests_methods_eagle_fspad_tests-98e47c4.cmake")
-  include("/work/wt-io/build-asan/tests_methods_eagle_fspad_tests-98e47c4.cmake")
-else()
-  add_test(tests_methods_eagle_fspad_NOT_BUILT-98e47c4 tests_methods_eagle_fspad_NOT_BUILT-98e47c4)
-endif()

@@ -1,5 +1,0 @@
-if(EXISTS "/work/wt-io/build-asan/tests_model_tests-98e47c4.cmake")
-  include("/work/wt-io/build-asan/tests_model_tests-98e47c4.cmake")
-else()
-  add_test(tests_model_NOT_BUILT-98e47c4 tests_model_NOT_BUILT-98e47c4)
-endif()
