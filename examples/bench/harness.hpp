@@ -30,6 +30,7 @@
 #include <span>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -762,6 +763,13 @@ public:
     /// over the target and the drafters the harness loaded (`models.target`, `models.drafter(name)`).
     template <class Factory>
     void add(std::string name, Factory factory, MethodOptions options = {}) {
+        static_assert(std::is_invocable_v<Factory&, Models&>, "register_method: the factory is called as factory(bench::Models&)");
+        static_assert(requires(std::invoke_result_t<Factory&, Models&> c) {
+            c.proposer;
+            c.builder;
+            c.verifier;
+            c.acceptor;
+        }, "register_method: the factory returns check::Composition{proposer, builder, acceptor}");
         detail::require(!name.empty(), "bench", [] { return std::string("register_method: the name is empty"); });
         for (const MethodSpec& m : methods_)
             detail::require(m.name != name, "bench", [&] {
@@ -830,7 +838,8 @@ inline int run_main(int argc, char** argv, const Registry& methods = registry(),
         defaults.methods = options.methods;
         const harness::Args args = harness::parse_args(argc, argv, defaults);
         if (args.help) {
-            std::fputs(harness::kUsage, stdout);
+            const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "bench";
+            std::printf("usage: %s%s", program.c_str(), harness::kUsage + std::string_view("usage: <program>").size());
             return 0;
         }
         std::string command;

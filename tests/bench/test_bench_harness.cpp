@@ -125,6 +125,11 @@ TEST_CASE("a registered method that cannot run is refused by name", "[bench][har
         CHECK(run_bench(clash, dir.path) == 1);
         CHECK_FALSE(fs::exists(dir.path / "report.html"));
     }
+    SECTION("--help lists the flags and runs nothing") {
+        const TempDir dir;
+        CHECK(run_bench(r, dir.path, {"--help"}) == 0);
+        CHECK_FALSE(fs::exists(dir.path / "report.html"));
+    }
     SECTION("a drafter the method did not name") {
         bench::Registry unnamed;
         unnamed.add("chain over mid", [](bench::Models& m) {
