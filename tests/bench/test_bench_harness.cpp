@@ -141,7 +141,7 @@ TEST_CASE("a registered method that cannot run is refused by name", "[bench][har
     }
 }
 
-TEST_CASE("--check-lossless puts check_lossless's verdict in the lossless column at T > 0", "[bench][harness]") {
+TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossless column at T > 0", "[bench][harness]") {
     const TempDir dir;
     REQUIRE(run_bench(two_methods(), dir.path, {"--temperatures", "1", "--check-lossless", "30"}) == 0);
     const std::string csv = read_all(dir.path / "table.csv");
