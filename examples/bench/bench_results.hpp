@@ -50,6 +50,8 @@ struct MethodResult {
     std::vector<long> tau_hist;   // [k]: steps that yielded k tokens (accepted drafts + bonus), k >= 1
     bool exact_check = false;     // greedy: outputs compared token for token with autoregressive
     std::string acceptor;         // the acceptor that ran and its precondition (compose.hpp's Run::acceptor)
+    bool claims_lossless = true;  // false: lossy by design (target-initialised MCSD, a registered method saying so)
+    std::string check_report;     // T > 0: check::check_lossless's verdict when the run called it, else empty
     int n_compared = 0;           // prompts compared (over all repeats)
     int n_mismatched = 0;         // prompts whose output differed from autoregressive in any repeat
 };
@@ -91,6 +93,24 @@ struct Results {
     std::vector<MethodResult> rows;   // temperature-major, methods in file order
     std::vector<CaseStudy> cases;
 };
+
+/// What this run checked of a method's losslessness, in the words of the table, CSV, JSON and HTML:
+/// at T = 0 the greedy identity it measured; at T > 0 check_lossless's verdict when the run called it,
+/// else "not checked in this run" with the acceptor that ran and its precondition.
+inline std::string lossless_text(const MethodResult& r) {
+    if (r.spec.kind == MethodKind::kAutoregressive) return "reference";
+    if (r.exact_check) {
+        const std::string measured = "greedy identity measured: " + std::to_string(r.n_compared - r.n_mismatched) + "/" +
+                                     std::to_string(r.n_compared) + " prompts identical to autoregressive";
+        return r.n_mismatched > 0 && r.claims_lossless ? "NOT LOSSLESS: " + measured : measured;
+    }
+    if (r.spec.kind == MethodKind::kTargetInit)
+        return "LOSSY by design (improved MCSD; its loss measured by examples/bench/mcsd_study law)";
+    const std::string by_design = r.claims_lossless ? "" : "LOSSY by design; ";
+    if (!r.check_report.empty()) return by_design + "check_lossless ran: " + r.check_report;
+    // A few prompts cannot test a law: this run did not check it, and says what the acceptor needs.
+    return by_design + "not checked in this run (" + r.acceptor + ")";
+}
 
 /// The label every result on a widened target carries (docs/widening.md, the label rule): the numbers
 /// are the demo pair's acceptance at the named cost, not a real model's of that size.

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -48,13 +49,41 @@ struct Models {
             if (m.get() == model) return find(name);
         for (const auto& [name, m] : features)
             if (&m->model == model) return find(name);
-        detail::fail("bench", "a proposer reported calls of a model the harness did not load");
+        detail::fail("bench", "a proposer reported calls of a model the harness did not load; hint: a registered method "
+                              "names its drafters' folders in MethodOptions::drafters and takes them from Models");
+    }
+    /// A Llama drafter the harness loaded from the folder `name` under --models (a registered method
+    /// names its folders in MethodOptions::drafters).
+    CpuModel& drafter(const std::string& name) const {
+        auto it = drafters.find(name);
+        if (it == drafters.end())
+            detail::fail("bench", "no Llama drafter '" + name + "' loaded; hint: name its folder in the method's drafters");
+        return *it->second;
     }
     const ModelInfo& find(const std::string& name) const {
         for (const ModelInfo& i : info)
             if (i.name == name) return i;
         detail::fail("bench", "no model named '" + name + "' loaded");
     }
+};
+
+// ---- the methods: each a composition of policies -------------------------------------------------------
+
+/// One generation and what each drafter model spent on it.
+struct Run {
+    Generation g;
+    std::vector<DrafterUsage> usage;
+    const char* acceptor = "";  // the acceptor that ran and its precondition for losslessness, for the reports
+};
+
+/// A composition a program registered (harness.hpp's register_method): how to run it on one prompt,
+/// the acceptor it uses, and whether it claims to be lossless (its drafter folders: MethodSpec::drafters).
+struct RegisteredMethod {
+    std::function<Run(Models&, std::span<const int>, const GenerateOptions&)> run;
+    std::string acceptor;         // the acceptor and its precondition, as the reports print it
+    bool claims_lossless = true;  // false: lossy by design, reported so at T > 0
+    /// check::check_lossless on the same factory (the harness's --check-lossless N).
+    std::function<check::Report(Models&, std::span<const int>, const Sampling&, int)> check_lossless;
 };
 
 /// Names of the model folders a method reads (Max-Gram excluded).
@@ -65,15 +94,6 @@ inline std::vector<std::string> drafter_names(const MethodSpec& m) {
         if (d != kMaxGramName) out.push_back(d);
     return out;
 }
-
-// ---- the methods: each a composition of policies -------------------------------------------------------
-
-/// One generation and what each drafter model spent on it.
-struct Run {
-    Generation g;
-    std::vector<DrafterUsage> usage;
-    const char* acceptor = "";  // the acceptor that ran and its precondition for losslessness, for the reports
-};
 
 /// The acceptor for a method's tree: greedy match at T = 0; at T > 0 speculative sampling for a chain
 /// of sampled drafts (Leviathan et al. 2023, Alg. 1), multi-draft sampling for sampled siblings
@@ -251,6 +271,7 @@ inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> 
                 return run_with(*models.target, proposer, DynamicFork<>{.width = m.width, .max_depth = m.max_depth},
                                 TreeKind::kSampledTree, prompt, opts);
             });
+        case MethodKind::kRegistered: return m.registered->run(models, prompt, opts);
     }
     detail::fail("bench", "unhandled method kind");
 }

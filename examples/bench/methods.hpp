@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -35,7 +36,10 @@ enum class MethodKind {
     kEagle2,          // EAGLE-2's dynamic tree: expand the most confident nodes, keep the global top-N
     kTargetInit,      // improved MCSD: seeds drawn from the target, a k-config tree below each; LOSSY at T > 0
     kFork,            // improved MCSD's dynamic configuration: W sampled chains of depth D (static: no early stop)
+    kRegistered,      // a composition a program registered (harness.hpp's register_method); never in methods.json
 };
+
+struct RegisteredMethod;  // compose.hpp: the registered composition's runner, acceptor and claim
 
 struct MethodSpec {
     std::string name;            // unique; labels the table, the charts and the CSV
@@ -46,7 +50,7 @@ struct MethodSpec {
     DrawPolicy draw = DrawPolicy::kTopK;  // tree: how siblings are drawn from the draft distribution q
     ExpansionSizes sizes;        // expanded (and cascade with "children"): extra candidates per position
     int max_drafts = 32;         // expanded, cascade: cap on draft nodes verified per step
-    std::vector<std::string> drafters;       // cascade: largest first, "maxgram" last
+    std::vector<std::string> drafters;       // cascade: largest first, "maxgram" last; registered: the Llama folders it reads
     std::vector<std::vector<int>> k_matrix;  // cascade: CS Drafting's K-matrix, one row/column per drafter
     double lenience = 1.0;       // cascade: between the neural drafters (never at the target, App. B)
     int children = 0;            // cascade: 0 = a chain; n = n children of each lead node (the paper's 8)
@@ -55,6 +59,7 @@ struct MethodSpec {
     int seeds = 2;               // target_initialised: target-initialised roots per step (the paper's 2)
     int width = 16, max_depth = 4;  // fork: W chains, depth D
     std::string about;           // free text for the report
+    std::shared_ptr<const RegisteredMethod> registered;  // registered: what register_method was given
 };
 
 /// The drafter name that means Max-Gram (models/bigram.json), not a model folder.
@@ -76,6 +81,7 @@ inline const char* method_name(MethodKind k) {
         case MethodKind::kEagle2: return "eagle2";
         case MethodKind::kTargetInit: return "target_initialised";
         case MethodKind::kFork: return "fork";
+        case MethodKind::kRegistered: return "registered";
     }
     return "?";
 }
@@ -107,6 +113,7 @@ inline long draft_nodes(const MethodSpec& m) {
         case MethodKind::kEagle2: return m.eagle2.total_tokens - 1;
         case MethodKind::kTargetInit: return std::min<long>(m.seeds * (1 + k_config_nodes(m.k_config)), kMaxTreeNodes + 1);
         case MethodKind::kFork: return static_cast<long>(m.width) * m.max_depth;
+        case MethodKind::kRegistered: return m.max_drafts;  // MethodOptions::max_drafts
     }
     return 0;
 }
@@ -228,6 +235,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
         case MethodKind::kEagle2: allowed.insert({"drafter", "total_tokens", "depth", "top_k"}); break;
         case MethodKind::kTargetInit: allowed.insert({"drafter", "seeds", "k_config", "allow_lossy"}); break;
         case MethodKind::kFork: allowed.insert({"drafter", "width", "max_depth"}); break;
+        case MethodKind::kRegistered: break;  // parse_kind never yields it
     }
     for (const json::Member& f : v.as_object())
         if (!allowed.count(f.key))
@@ -360,6 +368,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
                 r.fail("width", "W x D is more than " + std::to_string(kMaxTreeNodes) + " nodes, the most that fit in one verification");
             return m;
         }
+        case MethodKind::kRegistered: return m;
     }
     return m;
 }

@@ -1,4 +1,4 @@
-// Six malformed compositions, each missing one thing. This file must fail to compile, with one message
+// Seven malformed compositions, each missing one thing. This file must fail to compile, with one message
 // per composition that names what is missing (check_messages.cmake compiles it and looks for each).
 // Never built into a program.
 #define SPECDEC_DECODING_ONLY

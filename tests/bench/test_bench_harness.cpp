@@ -1,0 +1,160 @@
+// The benchmark harness takes methods a program registers (examples/bench/harness.hpp): they run beside
+// the baseline on the shipped models and reach the table, CSV, JSON and HTML with what the run checked.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "examples/bench/harness.hpp"
+
+using namespace specdec;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(in);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+/// A fresh folder under the system's temporary directory, removed when the test ends.
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        const auto tick = std::chrono::steady_clock::now().time_since_epoch().count();
+        path = fs::temp_directory_path() / ("specdec_bench_harness_" + std::to_string(tick));
+        fs::create_directories(path);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+/// run_main over the shipped models: one prompt, 8 tokens, one repeat, at T = 0 and T = 1.
+int run_bench(const bench::Registry& registry, const fs::path& out, std::vector<std::string> extra = {}) {
+    const fs::path repo = SPECDEC_SOURCE_DIR;
+    std::vector<std::string> args{"bench_test",  "--models",  (repo / "models").string(), "--prompts",
+                                  (repo / "data/prompts.jsonl").string(), "--n-prompts", "1", "--max-new", "8",
+                                  "--repeats",   "1",         "--threads", "1", "--temperatures", "0,1", "--out", out.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    return bench::run_main(static_cast<int>(argv.size()), argv.data(), registry);
+}
+
+const char* const kOwnAcceptor = "sample-and-match (registered by the test): lossless for any tree";
+
+/// A chain verified by sample-and-match (a pairing methods.json cannot name) and, lossy by design, the
+/// same chain whose acceptor keeps every draft.
+bench::Registry two_methods() {
+    bench::Registry r;
+    r.add("chain g2 + sample-and-match",
+          [](bench::Models& m) { return check::Composition{ModelProposer(m.drafter("small")), Chain{.gamma = 2}, SampleAndMatch{}}; },
+          {.acceptor = kOwnAcceptor, .drafters = {"small"}});
+    r.add("chain g2 + accept every draft",
+          [](bench::Models& m) {
+              return check::Composition{ModelProposer(m.drafter("small")), Chain{.gamma = 2}, check::AcceptEveryDraft{}};
+          },
+          {.claims_lossless = false, .acceptor = "accept every draft: lossy", .drafters = {"small"}});
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("methods registered by a program appear in every report with what the run checked", "[bench][harness]") {
+    const TempDir dir;
+    REQUIRE(run_bench(two_methods(), dir.path) == 0);
+    const std::string html = read_all(dir.path / "report.html");
+    const std::string csv = read_all(dir.path / "table.csv");
+    const std::string json_text = read_all(dir.path / "table.json");
+
+    SECTION("the names reach the HTML, the CSV and the JSON") {
+        for (const std::string* text : {&html, &csv, &json_text}) {
+            CHECK(text->find("chain g2 + sample-and-match") != std::string::npos);
+            CHECK(text->find("chain g2 + accept every draft") != std::string::npos);
+        }
+        CHECK(html.find("registered by the program, drafters small") != std::string::npos);
+    }
+    SECTION("at T = 0 the lossless column says what the greedy identity measured") {
+        // One prompt, one repeat: sample-and-match under greedy decoding must give the baseline's tokens.
+        const std::string identical = "greedy identity measured: 1/1 prompts identical to autoregressive";
+        CHECK(html.find(identical) != std::string::npos);
+        CHECK(csv.find("\"chain g2 + sample-and-match\",registered,,0,") != std::string::npos);
+        CHECK(csv.find(identical) != std::string::npos);
+        CHECK(json_text.find(identical) != std::string::npos);
+    }
+    SECTION("at T = 1 the column says the law was not checked and names the program's acceptor") {
+        const std::string unchecked = std::string("not checked in this run (") + kOwnAcceptor + ")";
+        CHECK(html.find(unchecked) != std::string::npos);
+        CHECK(csv.find(unchecked) != std::string::npos);
+        CHECK(json_text.find(unchecked) != std::string::npos);
+        CHECK(csv.find("LOSSY by design; not checked in this run (accept every draft: lossy)") != std::string::npos);
+    }
+    SECTION("the JSON rows read back: both methods at both temperatures, tokens counted") {
+        const json::Value root = json::parse(json_text, "table.json");
+        int registered = 0;
+        for (const json::Value& row : root.at("rows").as_array()) {
+            if (row.at("kind").as_string() != "registered") continue;
+            ++registered;
+            CHECK(row.at("n_tokens").as_int() == 8);
+            CHECK(row.at("n_draft_calls").as_int() > 0);
+        }
+        CHECK(registered == 4);
+    }
+}
+
+TEST_CASE("a registered method that cannot run is refused by name", "[bench][harness]") {
+    bench::Registry r = two_methods();
+    SECTION("a second method of one name") {
+        CHECK_THROWS_WITH(r.add("chain g2 + sample-and-match",
+                                [](bench::Models& m) {
+                                    return check::Composition{ModelProposer(m.drafter("small")), Chain{.gamma = 2}, SampleAndMatch{}};
+                                }),
+                          Catch::Contains("[specdec.bench]") && Catch::Contains("already registered"));
+    }
+    SECTION("the baseline's name") {
+        bench::Registry clash;
+        clash.add("autoregressive", [](bench::Models& m) {
+            return check::Composition{ModelProposer(m.drafter("small")), Chain{.gamma = 2}, SampleAndMatch{}};
+        }, {.drafters = {"small"}});
+        const TempDir dir;
+        CHECK(run_bench(clash, dir.path) == 1);
+        CHECK_FALSE(fs::exists(dir.path / "report.html"));
+    }
+    SECTION("--help lists the flags and runs nothing") {
+        const TempDir dir;
+        CHECK(run_bench(r, dir.path, {"--help"}) == 0);
+        CHECK_FALSE(fs::exists(dir.path / "report.html"));
+    }
+    SECTION("a drafter the method did not name") {
+        bench::Registry unnamed;
+        unnamed.add("chain over mid", [](bench::Models& m) {
+            return check::Composition{ModelProposer(m.drafter("mid")), Chain{.gamma = 2}, SampleAndMatch{}};
+        });
+        CHECK_THROWS_WITH(bench::Models{}.drafter("mid"), Catch::Contains("no Llama drafter 'mid'"));
+        const TempDir dir;
+        CHECK(run_bench(unnamed, dir.path) == 1);
+    }
+}
+
+TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossless column at T > 0", "[bench][harness]") {
+    const TempDir dir;
+    REQUIRE(run_bench(two_methods(), dir.path, {"--temperatures", "1", "--check-lossless", "30"}) == 0);
+    const std::string csv = read_all(dir.path / "table.csv");
+    const std::string html = read_all(dir.path / "report.html");
+    // The method claiming losslessness was checked; the lossy one was not (it claims nothing to check).
+    const std::string ran = "check_lossless ran: ";
+    const std::size_t at = csv.find(ran);
+    REQUIRE(at != std::string::npos);
+    CHECK(csv.find(ran, at + 1) == std::string::npos);
+    CHECK(csv.find("first two tokens of prompt 1 over 30 runs", at) != std::string::npos);
+    CHECK(csv.find("planted lossy control", at) != std::string::npos);
+    CHECK(csv.find("NOT LOSSLESS", at) == std::string::npos);  // sample-and-match is lossless: not flagged
+    CHECK(csv.find("not checked in this run (" + std::string(kOwnAcceptor)) == std::string::npos);
+    CHECK(csv.find("LOSSY by design; not checked in this run (accept every draft: lossy)") != std::string::npos);
+    CHECK(html.find(ran) != std::string::npos);
+}
