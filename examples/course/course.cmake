@@ -77,7 +77,7 @@ specdec_course(ex5 "cascade level" check_ex5.cpp ex5_cascade_level.hpp
     "ex5_wrong_law.hpp|chosen tokens recorded as sampled|FAIL sampling")
 
 specdec_course(ex6 "forward KL distillation" check_ex6.cpp ex6_forward_kl.hpp
-    "ex6_reverse_kl.hpp|the reverse KL(q || p) for the loss|FAIL the loss"
+    "ex6_reverse_kl.hpp|the reverse KL, the draft law first, as the loss|FAIL the loss"
     "ex6_sign_flipped.hpp|the gradient's sign flipped|FAIL the gradient added to dlogits"
     "ex6_no_softmax_jacobian.hpp|the gradient w.r.t. q, the softmax Jacobian missing|FAIL the gradient added to dlogits")
 
