@@ -71,6 +71,16 @@ specdec_course(ex4 "n-gram drafter" check_ex4.cpp ex4_ngram_drafter.hpp
     "ex4_match_position.hpp|drafts the matched token itself|FAIL .*prompt lookup drafts"
     "ex4_wrong_law.hpp|a wrong recorded law|FAIL sampling")
 
+specdec_course(ex5 "cascade level" check_ex5.cpp ex5_cascade_level.hpp
+    "ex5_accept_unchecked.hpp|Max-Gram's tokens kept without the reviewer's argmax|FAIL .*library's cascade level drafts"
+    "ex5_row_off_by_one.hpp|the reviewer's row read one position late|FAIL .*library's cascade level drafts"
+    "ex5_wrong_law.hpp|chosen tokens recorded as sampled|FAIL sampling")
+
+specdec_course(ex6 "forward KL distillation" check_ex6.cpp ex6_forward_kl.hpp
+    "ex6_reverse_kl.hpp|the reverse KL, the draft law first, as the loss|FAIL the loss"
+    "ex6_sign_flipped.hpp|the gradient's sign flipped|FAIL the gradient added to dlogits"
+    "ex6_no_softmax_jacobian.hpp|the gradient w.r.t. q, the softmax Jacobian missing|FAIL the gradient added to dlogits")
+
 specdec_course(ex7 "speedup model" check_ex7.cpp ex7_speedup_model.hpp
     "ex7_no_bonus.hpp|no bonus token|FAIL expected_tokens"
     "ex7_free_verification.hpp|verification taken as free|FAIL predicted_speedup")
