@@ -209,12 +209,15 @@ TEST_CASE("pct and eagle2 entries: EDD's pruned tree with a measured or given th
 TEST_CASE("the improved-MCSD entries parse, and a target_initialised entry must opt in to its loss", "[bench][mcsd]") {
     const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
     const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods_mcsd.json");
-    REQUIRE(m.size() == 9u);
+    REQUIRE(m.size() == 10u);
     CHECK(m[3].kind == MethodKind::kTargetInit);
     CHECK(m[3].seeds == 2);
     CHECK(draft_nodes(m[3]) == 82);  // 2 seeds + 2 x 40 drafts: (2,4,3,1,1)
     CHECK(m[7].kind == MethodKind::kFork);
     CHECK(draft_nodes(m[7]) == 64);
+    CHECK(m[9].kind == MethodKind::kTargetInit);  // the paper's framework without early stop: a chain below each seed
+    CHECK(m[9].seeds == 16);
+    CHECK(draft_nodes(m[9]) == 16 + 16 * 4);
     using Catch::Contains;
     CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "target_initialised", "drafter": "small", "seeds": 2, "k_config": [4, 3, 1, 1]})"), "m.json"),
                       Contains("field 'allow_lossy': missing"));
