@@ -16,7 +16,9 @@
 //   ./build/train_demo eagle <name>...  EAGLE's feature drafter or FSPAD's (fspad.txt) and their ablations
 //   ./build/train_demo fspad <name>...  (the same command): a connector and one layer on the target's features,
 //                                       L = 0.1 L_t + L_f; train.json's "feature" picks FC / Feature Sampler,
-//                                       PAD; several names train together on one target forward per step
+//                                       PAD, and "layout": "eagle" EAGLE-1/2's layer without its end norms (the
+//                                       one `specdec convert --to eagle` exports); several names train together
+//                                       on one target forward per step
 //   ./build/train_demo bigram           models/bigram.json: Max-Gram's fallback table (CS Drafting
 //                                       §3.3), each token's most frequent successor in the training text
 // scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
@@ -572,6 +574,7 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
         json::Value hp;
         std::string connector;
         bool pad = false;
+        bool eagle_layout = false;  // "layout": "eagle": EAGLE-1/2's layer, without its end norms (exports to SGLang / vLLM)
         double token_weight = 0.1, clip = 0.5;
         CosineSchedule schedule;
         std::unique_ptr<TrainableFeatureDrafter> model;
@@ -594,6 +597,13 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
             return (d.dir / "train.json").string() + ": feature.connector '" + d.connector + "' is neither fc nor feature_sampler";
         });
         d.pad = fo.at("partial_alignment").as_bool();
+        if (const json::Value* layout = fo.find("layout")) {
+            detail::require(layout->is_string() && layout->as_string() == "eagle", "train_demo", [&] {
+                return (d.dir / "train.json").string() + ": feature.layout " + json::dump(*layout) +
+                       " is not \"eagle\" (absent: the layer with its input and final norms)";
+            });
+            d.eagle_layout = true;
+        }
         d.token_weight = fo.at("token_weight").as_double();
         d.clip = d.hp.at("grad_clip").as_double();
         for (const char* shared : {"target", "steps", "batch", "seq_len", "seed", "threads", "eval_windows"})
@@ -627,25 +637,30 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
     for (Drafter& d : ds) {
         d.schedule = schedule_from(d.hp, steps);
         const Connector kind = d.connector == "fc" ? Connector::kFc : Connector::kSampler;
-        d.model = std::make_unique<TrainableFeatureDrafter>(
-            initial_feature_drafter(target_ck.config, target_ck.weights, kind, d.pad, seed,
-                                    static_cast<float>(d.hp.at("init_std").as_double())),
-            pool);
+        FeatureCheckpoint init = initial_feature_drafter(target_ck.config, target_ck.weights, kind, d.pad, seed,
+                                                         static_cast<float>(d.hp.at("init_std").as_double()));
+        init.config.identity_end_norms = d.eagle_layout;  // EAGLE-1/2's layer (cnets.py): no input norm on layer 0, no final norm
+        d.model = std::make_unique<TrainableFeatureDrafter>(std::move(init), pool);
         const Config& cfg = d.model->layer().config();
         const float wd = static_cast<float>(d.hp.at("weight_decay").as_double());
         AdamWOptions ao{.beta1 = 0.9f, .beta2 = 0.95f, .weight_decay = wd, .frozen = {"model.embed_tokens.weight"}};
         if (!cfg.tie_word_embeddings) ao.frozen.push_back("lm_head.weight");
+        if (d.eagle_layout) {  // the two norms the layout skips: kept (unread) at their initial ones
+            ao.frozen.push_back("model.norm.weight");
+            ao.frozen.push_back("model.layers.0.input_layernorm.weight");
+        }
         d.optimizer = std::make_unique<AdamW<>>(cfg, d.model->layer().params(), ao);
         d.connector_optimizer = std::make_unique<AdamW<ConnectorShape, ConnectorWeights>>(
             d.model->connector_shape(), d.model->connector_params(), AdamWOptions{.beta1 = 0.9f, .beta2 = 0.95f, .weight_decay = wd});
         d.n_params = parameter_count(d.model->layer().params(), cfg) - d.model->layer().params().embed.size() -
-                     d.model->layer().params().lm_head.size();
+                     d.model->layer().params().lm_head.size() - (d.eagle_layout ? 2 * static_cast<std::size_t>(cfg.hidden_size) : 0);
         for_each_tensor(d.model->connector_params(), d.model->connector_shape(),
                         [&](const std::string&, const std::vector<float>& t, std::size_t) { d.n_params += t.size(); });
         d.run.fma_peak = fma_peak;
-        std::printf("%s: %zu trained parameters (%s connector%s, one layer; %s's embedding and head frozen), L = %.2f "
+        std::printf("%s: %zu trained parameters (%s connector%s, one layer%s; %s's embedding and head frozen), L = %.2f "
                     "L_t + L_f, %d steps of %d x %d tokens, %d threads\n",
-                    d.name.c_str(), d.n_params, d.connector.c_str(), d.pad ? ", PAD" : "", target_name.c_str(),
+                    d.name.c_str(), d.n_params, d.connector.c_str(), d.pad ? ", PAD" : "",
+                    d.eagle_layout ? " without its end norms (EAGLE layout)" : "", target_name.c_str(),
                     d.token_weight, steps, B, T, threads);
     }
     // Held-out: L_t, L_f and how often the drafter's argmax is the target's (one step ahead, target features).
@@ -714,6 +729,7 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
         log.set("target", target_name);
         log.set("connector", d.connector);
         log.set("partial_alignment", d.pad);
+        if (d.eagle_layout) log.set("layout", "eagle");
         log.set("token_weight", d.token_weight);
         log.set("steps", steps);
         log.set("batch", B);

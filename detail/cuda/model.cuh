@@ -102,6 +102,9 @@ public:
         detail::require(!cfg_.partial_alignment, "cuda.model", [] {
             return std::string("partial_alignment (FSPAD's doubled last down_proj) runs on the CPU model only");
         });
+        detail::require(!cfg_.identity_end_norms, "cuda.model", [] {
+            return std::string("identity_end_norms (EAGLE's drafter layer without its end norms) runs on the CPU model only");
+        });
         context_ = detail::capped_context(cfg_.max_position_embeddings, opt_.max_context, "cuda.model");
         detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
             return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +

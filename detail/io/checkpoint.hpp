@@ -10,6 +10,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,8 +45,8 @@ struct Checkpoint {
 /// rope_parameters; both present must agree), are honoured. Fields we cannot honour (biases, Qwen2,
 /// sliding_window, experts, another activation, another rope_type) are errors naming the field, and so
 /// is any key on none of the lists below (kConfigKeysRead, kConfigKeysInert, the drafters'): never
-/// silently ignored.
-SPECDEC_INLINE Config load_config(const std::filesystem::path& path);
+/// silently ignored. `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
+SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<const std::string_view> also_known = {});
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");
 /// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
 /// first, then each tensor's shape before its memory is allocated).
@@ -115,11 +116,15 @@ inline constexpr std::string_view kGlideConfigKeys[] = {"glide_cross_attention",
                                                         "glide_cross_heads",      "glide_cross_head_dim",
                                                         "glide_target_kv_heads",  "glide_target_rope_theta"};
 inline constexpr std::string_view kEddConfigKeys[] = {"edd_target_layer"};
+/// EAGLE's own key in the config.json of an EAGLE-layout drafter (model_type llama): whether fc has a
+/// bias (EAGLE's ea_model.py reads it); load_eagle_layout passes it to load_config.
+inline constexpr std::string_view kEagleLayoutConfigKeys[] = {"bias"};
 inline constexpr std::string_view kFeatureDrafterConfigKeys[] = {"connector", "sampler_intermediate_size",
-                                                                 "target_config_hash"};
+                                                                 "target_config_hash", "layout"};
 /// Refuses, naming file, key and value, a key of config.json's object `root` that is in none of the lists
 /// above (the drafter lists count for their model_type only).
-SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std::string& file, std::string_view model_type);
+SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std::string& file, std::string_view model_type,
+                                              std::span<const std::string_view> also_known = {});
 /// The HF shape of a Llama tensor, from its name: matrices are (out_features, in_features).
 SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const Config& c);
 /// t = the tensor `name` of `file`, whose shape must be `want`; float32, bfloat16 and float16 files
@@ -292,7 +297,8 @@ SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s) {
     return out;
 }
 
-SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std::string& file, std::string_view model_type) {
+SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std::string& file, std::string_view model_type,
+                                              std::span<const std::string_view> also_known) {
     const auto listed = [](std::span<const std::string_view> list, std::string_view key) {
         return std::find(list.begin(), list.end(), key) != list.end();
     };
@@ -304,7 +310,8 @@ SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std
         return false;
     };
     for (const json::Member& m : root.as_object()) {
-        if (listed(kConfigKeysRead, m.key) || listed(kConfigKeysInert, m.key) || mine(m.key)) continue;
+        if (listed(kConfigKeysRead, m.key) || listed(kConfigKeysInert, m.key) || mine(m.key) || listed(also_known, m.key))
+            continue;
         fail("checkpoint", file + ": field '" + m.key + "' (" + json_preview(m.value) +
                                ") is not read by this Llama and not known to leave its forward unchanged: refused rather "
                                "than ignored (see docs/formats.md; if it does not change the model, remove it)");
@@ -336,7 +343,7 @@ SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const
 
 // ---- config.json -------------------------------------------------------------------------------------
 
-SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
+SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<const std::string_view> also_known) {
     const std::string file = path.string();
     const json::Value root = json::parse(detail::read_text_file(path, "checkpoint"), file);
     detail::require(root.is_object(), "checkpoint", [&] { return file + ": expected a JSON object"; });
@@ -423,7 +430,7 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path) {
         if (head_dim * c.num_attention_heads != c.hidden_size || c.hidden_size % c.num_attention_heads != 0)
             c.attention_head_dim = static_cast<int>(head_dim);  // else the default already says it
     }
-    detail::require_known_config_keys(root, file, model_type);  // after the refusals that name a reason
+    detail::require_known_config_keys(root, file, model_type, also_known);  // after the refusals that name a reason
     try {
         c.validate();
     } catch (const error& e) {

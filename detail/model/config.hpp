@@ -75,6 +75,10 @@ struct Config {
     /// the final norm, feeds the LM head (f~, the token); the second, through the same norm, is the
     /// captured final state (f, the feature the drafter feeds forward). false: one (D, F) down_proj.
     bool partial_alignment = false;
+    /// EAGLE-1/2's drafter layer (EAGLE's cnets.py; SGLang's and vLLM's llama_eagle.py): layer 0 reads its
+    /// input without input_layernorm, and no final norm follows the last layer: its residual stream is
+    /// both the LM head's input and the captured final state. The norms' weights stay in Weights, unread.
+    bool identity_end_norms = false;
 
     /// Rows of layer l's down_proj: D, or 2D for the last layer under partial_alignment.
     int down_rows(int layer) const {
@@ -152,6 +156,10 @@ SPECDEC_INLINE void Config::validate() const {
                " (the fused q|k|v rows: heads x head_dim) exceeds " + std::to_string(kInt);
     });
     detail::validate_rope_scaling(rope_scaling);
+    detail::require(!(identity_end_norms && partial_alignment), "config", [] {
+        return std::string("identity_end_norms (EAGLE's layer) and partial_alignment (FSPAD's PAD, whose feature branch "
+                           "goes through the final norm) cannot be combined");
+    });
     detail::require(2 * std::int64_t{intermediate_size} <= kInt, "config", [&] {
         return "intermediate_size " + std::to_string(intermediate_size) + " x 2 (the fused gate|up rows) exceeds " +
                std::to_string(kInt);

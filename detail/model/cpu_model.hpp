@@ -494,7 +494,8 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
             std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, row(x_, i, D));
     capture(0);
     const float* first_norm = cfg_.num_hidden_layers > 0 ? w_.layers[0].attn_norm.data() : w_.norm.data();
-    rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
+    if (cfg_.identity_end_norms) std::copy(x_.begin(), x_.end(), xb_.begin());  // EAGLE: no input_layernorm on layer 0
+    else rows([&](int i) { detail::rmsnorm(row(xb_, i, D), row(x_, i, D), first_norm, D, eps, fast); });
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
         const LayerWeights& lw = w_.layers[l];
         float* kc = kv_.k(l);
@@ -544,7 +545,16 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
         }
         // The residual add, then the next layer's attention norm (or the final norm) on the same row.
         const float* next_norm = last ? w_.norm.data() : w_.layers[l + 1].attn_norm.data();
-        rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), next_norm, D, eps, fast); });
+        if (last && cfg_.identity_end_norms) {
+            // EAGLE's layer: no final norm, the residual stream goes to the head as it is.
+            rows([&](int i) {
+                float* x = row(x_, i, D);
+                float* o = row(xb_, i, D);
+                for (int d = 0; d < D; ++d) o[d] = x[d] += o[d];
+            });
+        } else {
+            rows([&](int i) { detail::add_rmsnorm(row(xb_, i, D), row(x_, i, D), row(xb_, i, D), next_norm, D, eps, fast); });
+        }
         if (!last) capture(l + 1);
     }
     std::swap(x_, xb_);

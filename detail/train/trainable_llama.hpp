@@ -14,6 +14,8 @@
 //     input per captured layer (dhidden): EAGLE/FSPAD regress features with SmoothL1.
 // Config::partial_alignment (FSPAD's PAD) doubles the last down_proj: its first half feeds the final
 // norm and the LM head, its second half, through the same norm, is the captured final state L.
+// Config::identity_end_norms (EAGLE's layer) skips layer 0's input norm and the final norm: identities
+// in the forward, their gradients passed through unchanged in the backward.
 //
 // Use: forward(batch); add losses into dlogits()/dhidden() (cross_entropy() is the common one);
 // backward(); optimizer step; zero_grad(). Backward adds into grads(), so several forward/backward
@@ -120,8 +122,11 @@ public:
             layer_forward(l);
         }
         const int N = rows(), D = cfg_.hidden_size;
-        rmsnorm_forward(*pool_, final_.data(), final_rstd_.data(), resid_.back().data(), params_.norm.data(), N, D,
-                        cfg_.rms_norm_eps, fast_);
+        if (cfg_.identity_end_norms)
+            detail::copy(*pool_, final_.data(), resid_.back().data(), final_.size());
+        else
+            rmsnorm_forward(*pool_, final_.data(), final_rstd_.data(), resid_.back().data(), params_.norm.data(), N, D,
+                            cfg_.rms_norm_eps, fast_);
         if (cfg_.partial_alignment) {
             rmsnorm_forward(*pool_, feat_final_.data(), feat_rstd_.data(), resid_feat_.data(), params_.norm.data(), N, D,
                             cfg_.rms_norm_eps, fast_);
@@ -177,9 +182,13 @@ public:
         } else {
             add_dhidden(L, dfinal_);
         }
-        detail::fill(*pool_, dres_, 0.0f);
-        rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
-                         params_.norm.data(), final_rstd_.data(), N, D, fast_);
+        if (cfg_.identity_end_norms) {
+            detail::copy(*pool_, dres_.data(), dfinal_.data(), dres_.size());
+        } else {
+            detail::fill(*pool_, dres_, 0.0f);
+            rmsnorm_backward(*pool_, dres_.data(), grads_.norm.data(), dfinal_.data(), resid_.back().data(),
+                             params_.norm.data(), final_rstd_.data(), N, D, fast_);
+        }
         for (int l = L - 1; l >= 0; --l) {
             layer_backward(l);  // dres_: gradient of resid_[l + 1] -> of resid_[l]
             add_dhidden(l, dres_);
@@ -325,7 +334,10 @@ private:
         float* out = resid_[l + 1].data();
 
         const float eps = cfg_.rms_norm_eps;
-        rmsnorm_forward(*pool_, a.attn_in.data(), a.attn_rstd.data(), x, w.attn_norm.data(), N, D, eps, fast_);
+        if (l == 0 && cfg_.identity_end_norms)
+            detail::copy(*pool_, a.attn_in.data(), x, a.attn_in.size());
+        else
+            rmsnorm_forward(*pool_, a.attn_in.data(), a.attn_rstd.data(), x, w.attn_norm.data(), N, D, eps, fast_);
         linear_forward(*pool_, a.q.data(), a.attn_in.data(), w.wq.data(), N, D, qd, fast_);
         linear_forward(*pool_, a.k.data(), a.attn_in.data(), w.wk.data(), N, D, kvd, fast_);
         linear_forward(*pool_, a.v.data(), a.attn_in.data(), w.wv.data(), N, D, kvd, fast_);
@@ -425,8 +437,15 @@ private:
                         scratch_, fast_);
         linear_backward(*pool_, d_norm_in_.data(), g.wv.data(), dv_.data(), a.attn_in.data(), w.wv.data(), N, D, kvd,
                         scratch_, fast_);
-        rmsnorm_backward(*pool_, dres_.data(), g.attn_norm.data(), d_norm_in_.data(), resid_[l].data(),
-                         w.attn_norm.data(), a.attn_rstd.data(), N, D, fast_);
+        if (l == 0 && cfg_.identity_end_norms) {
+            detail::parallel_rows(*pool_, N, [&](int r0, int r1) {
+                for (std::size_t i = static_cast<std::size_t>(r0) * D; i < static_cast<std::size_t>(r1) * D; ++i)
+                    dres_[i] += d_norm_in_[i];
+            });
+        } else {
+            rmsnorm_backward(*pool_, dres_.data(), g.attn_norm.data(), d_norm_in_.data(), resid_[l].data(),
+                             w.attn_norm.data(), a.attn_rstd.data(), N, D, fast_);
+        }
     }
 
     /// Token rows scatter into embed_tokens' gradient (summed with the LM head's when tied); soft-prompt

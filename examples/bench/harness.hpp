@@ -223,9 +223,11 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
                 m.info.push_back({name, e.config, matrix_params(e.config)});
                 m.edd_layers[name] = e.target_layer;
                 m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), opt);
-            } else if (type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) {
-                FeatureCheckpoint f = load_feature_checkpoint(dir / name);
-                check_feature_pair(f, m.target->config());
+            } else if ((type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) ||
+                       is_eagle_layout(dir / name)) {
+                // This library's feature drafter, or EAGLE-1/2's folder as SGLang / vLLM load it (the target's
+                // embedding and head, its shape checked by name).
+                FeatureCheckpoint f = load_feature_drafter(dir / name, m.target->config(), m.target->weights());
                 m.info.push_back({name, f.config, matrix_params(f.config)});
                 m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), opt);
             } else if (cfg.find("glide_cross_attention") != nullptr) {

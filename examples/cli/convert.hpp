@@ -6,6 +6,9 @@
 // those two know converts. The weights pass through float32: converting to f32 is exact; to bf16 each
 // weight is rounded to nearest even. llama2.c's .bin holds float32 only, and its header fixes
 // rope_theta 10000 and rms_norm_eps 1e-5 (save_llama2c refuses a config it cannot express).
+// `--to eagle` takes a feature drafter folder instead (train_demo's EAGLE drafter) and writes EAGLE-1/2's
+// drafter folder for SGLang's or vLLM's EAGLE loader (eagle_layout.hpp; docs/serving.md): what that
+// layout cannot hold (FSPAD's sampler or PAD, a layer with its end norms) is refused by name.
 
 #include <cstdio>
 #include <filesystem>
@@ -23,19 +26,47 @@ inline const std::vector<Flag>& convert_flags() {
         {"dtype", "f32|bf16|f16|q8_0", "weights of the output (default f32; a llama2.c .bin is always f32; f16 and q8_0: GGUF only)"},
         {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json in the folder, tokenizer.bin beside a .bin, the GGUF's own)"},
         {"force", "", "overwrite OUT if it exists"},
+        {"to", "eagle", "IN is a feature drafter folder; write OUT as EAGLE-1/2's drafter folder for a serving engine"},
+        {"engine", "sglang|vllm", "with --to eagle: whose loader OUT is written for (default sglang)"},
     };
     return flags;
 }
 
 inline std::string convert_usage() {
-    return usage_text("specdec convert IN OUT [--dtype f32|bf16|f16|q8_0] [--force]",
+    return usage_text("specdec convert IN OUT [--dtype f32|bf16|f16|q8_0] [--force]\n"
+                      "       specdec convert --to eagle DRAFTER OUT [--engine sglang|vllm] [--dtype f32|bf16] [--force]",
                       "Converts a model between an HF folder (config.json, model.safetensors, tokenizer), a llama2.c\n"
                       "file (run.c's version 0, with tokenizer.bin beside) and a GGUF file (llama.cpp: weights and\n"
                       "tokenizer in one file). The kind of OUT follows its name: *.bin is llama2.c, *.gguf is GGUF,\n"
                       "anything else a folder. The tokenizer goes along: a GGUF's becomes the folder's tokenizer.json\n"
                       "(byte-level \"gpt2\") or llama2.c's tokenizer.bin (SentencePiece \"llama\": scores, no merges,\n"
-                      "so no tokenizer.json); a folder or .bin's file is copied, or written into a GGUF.",
+                      "so no tokenizer.json); a folder or .bin's file is copied, or written into a GGUF.\n"
+                      "With --to eagle, IN is an EAGLE feature drafter trained with \"layout\": \"eagle\" and OUT the\n"
+                      "folder SGLang's (--engine sglang) or vLLM's (--engine vllm) EAGLE loader reads: one LlamaConfig\n"
+                      "layer, fc, no end norms; the target's embedding and head are the engine's (docs/serving.md).",
                       convert_flags());
+}
+
+/// `--to eagle`: a feature drafter folder to EAGLE-1/2's drafter folder for `--engine`.
+inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::path& out, const std::string& dtype_text) {
+    const std::string engine_text = args.text("engine", "sglang");
+    if (engine_text != "sglang" && engine_text != "vllm")
+        throw UsageError("option '--engine': '" + engine_text + "'; known: sglang, vllm");
+    if (dtype_text != "f32" && dtype_text != "bf16")
+        throw UsageError("option '--dtype': '" + dtype_text + "'; --to eagle writes f32 or bf16");
+    if (fs::exists(out) && !args.has("force"))
+        detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
+    if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
+        detail::fail("cli", out.string() + ": is the input itself");
+    const FeatureCheckpoint ck = load_feature_checkpoint(in);
+    const ServingEngine engine = engine_text == "sglang" ? ServingEngine::kSglang : ServingEngine::kVllm;
+    check_eagle_exportable(ck, engine, in.string());  // before OUT is touched
+    if (fs::exists(out)) fs::remove_all(out);
+    save_eagle_layout(out, ck, engine, dtype_text == "bf16" ? SaveFormat::kBF16 : SaveFormat::kF32);
+    std::printf("%s (feature drafter, fc, layout eagle) -> %s (EAGLE-1/2 drafter for %s, architectures [\"%s\"], %s): wrote "
+                "config.json, model.safetensors\n",
+                in.string().c_str(), out.string().c_str(), engine_name(engine), eagle_architecture(engine), dtype_text.c_str());
+    return 0;
 }
 
 inline int run_convert(const Args& args) {
@@ -43,6 +74,12 @@ inline int run_convert(const Args& args) {
         throw UsageError("expected IN and OUT, got " + std::to_string(args.positional().size()) + " paths");
     const fs::path in = args.positional()[0], out = args.positional()[1];
     const std::string dtype_text = args.text("dtype", "f32");
+    if (args.has("to")) {
+        const std::string to_text = args.text("to", "");
+        if (to_text != "eagle") throw UsageError("option '--to': '" + to_text + "'; known: eagle");
+        return run_convert_to_eagle(args, in, out, dtype_text);
+    }
+    if (args.has("engine")) throw UsageError("option '--engine' goes with --to eagle");
     if (dtype_text != "f32" && dtype_text != "bf16" && dtype_text != "f16" && dtype_text != "q8_0")
         throw UsageError("option '--dtype': '" + dtype_text + "'; known: f32, bf16, f16, q8_0");
     const ModelFormat to = format_of(out, true);

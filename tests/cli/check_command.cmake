@@ -152,6 +152,9 @@ elseif(CASE STREQUAL "errors")
                  "inspect;a;b"
                  "convert;models/small"
                  "convert;models/small;x.bin;--dtype;f8"
+                 "convert;models/eagle;x;--to;gguf"
+                 "convert;models/small;x;--engine;vllm"
+                 "convert;models/eagle;x;--to;eagle;--engine;tgi"
                  "frobnicate"
                  "")
         run_specdec(out err rc ${args})
@@ -179,6 +182,21 @@ elseif(CASE STREQUAL "errors")
         run_specdec(out err rc ${args})
         expect_rc(1 "${rc}" "${err}" "specdec ${args}")
         expect_match("(^|\n)specdec: \\[specdec\\.[a-z_]+\\] " "${err}" "specdec ${args}'s message")
+    endforeach()
+    # An EAGLE drafter the serving layout cannot hold is refused by the field, before OUT is written:
+    # models/eagle keeps its end norms, models/fspad has FSPAD's sampler.
+    foreach(case_and_regex "eagle|layout is not \"eagle\".*train with \"layout\": \"eagle\""
+                           "fspad|connector 'feature_sampler'.*no engine has its sampler")
+        string(REPLACE "|" ";" parts "${case_and_regex}")
+        list(GET parts 0 name)
+        list(GET parts 1 regex)
+        file(REMOVE_RECURSE ${WORK}/eagle_out)
+        run_specdec(out err rc convert --to eagle models/${name} ${WORK}/eagle_out)
+        expect_rc(1 "${rc}" "${err}" "convert --to eagle models/${name}")
+        expect_match("specdec: \\[specdec\\.convert\\] .*${regex}" "${err}" "convert --to eagle models/${name}")
+        if(EXISTS ${WORK}/eagle_out)
+            message(FATAL_ERROR "convert --to eagle models/${name} wrote ${WORK}/eagle_out before refusing")
+        endif()
     endforeach()
     foreach(cmd "" generate convert inspect)
         run_specdec(out err rc ${cmd} --help)

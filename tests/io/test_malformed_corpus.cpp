@@ -49,7 +49,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-enum class Loader { kJson, kCheckpoint, kSafetensors, kTokenizer, kTokenFile, kGlide, kEdd, kLlama2c, kLlama2cTokenizer, kGguf };
+enum class Loader { kJson, kCheckpoint, kSafetensors, kTokenizer, kTokenFile, kGlide, kEdd, kEagle, kLlama2c, kLlama2cTokenizer, kGguf };
 
 struct Case {
     const char* path;                    // under tests/data/malformed/
@@ -187,6 +187,10 @@ const std::vector<Case> kCorpus = {
     {"edd/layer_as_string", Loader::kEdd, {"[specdec.edd]", "field 'edd_target_layer': expected an integer, found string \"0\""}},
     {"edd/one_tensor_claims_2e31_layers", Loader::kEdd,
      {"num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},
+    {"eagle/hidden_mismatch", Loader::kEagle, {"[specdec.eagle]", "hidden_size 16 differs from the target's 32"}},
+    {"eagle/pytorch_model_bin", Loader::kEagle, {"[specdec.eagle]", "pytorch_model.bin: a PyTorch pickle", "convert it to safetensors"}},
+    {"eagle/input_layernorm", Loader::kEagle,
+     {"[specdec.eagle]", "tensor 'layers.0.input_layernorm.weight' is not part of EAGLE-1/2's drafter"}},
     {"llama2c/truncated_header.bin", Loader::kLlama2c, {"[specdec.llama2c]", "is 20 bytes, shorter than the 28-byte header of a legacy (version 0) llama2.c file"}},
     {"llama2c/truncated_v1_header.bin", Loader::kLlama2c, {"is 100 bytes, shorter than the 256-byte header of export.py's versions 1 and 2"}},
     {"llama2c/data_past_end.bin", Loader::kLlama2c, {"is 1534 bytes, but its version 0 header (dim 8, hidden_dim 16, n_layers 1", "implies 3068 (tensor data runs past the end of the file)"}},
@@ -254,6 +258,10 @@ void load(const fs::path& path, Loader loader, Target& target) {
         case Loader::kGlide: {
             GlideCheckpoint ck = load_glide_checkpoint(path);
             GlideModel<CpuModel> glide(ck.config, std::move(ck.weights), target.model);
+            return;
+        }
+        case Loader::kEagle: {
+            FeatureDrafter drafter(load_feature_drafter(path, target.cfg, target.model.weights()));
             return;
         }
         case Loader::kLlama2c: (void)load_llama2c(path); return;

@@ -12,12 +12,16 @@
 // head (a frozen copy) turns it into logits for token t+2.
 //
 // Connectors (a Connector value):
-//   kFc       EAGLE: η = FC(concat(e, f)), a (D, 2D) matrix without bias;
+//   kFc       EAGLE: η = FC(concat(e, f)), a (D, 2D) matrix, with a bias (D) where the checkpoint has
+//             one (EAGLE's cnets.py defaults to bias=True; the drafters trained here have none);
 //   kSampler  FSPAD's Feature Sampler: η = Down(SiLU(Gate(e)) ⊙ Up(f)), Gate/Up (I, D) and Down (D, I),
 //             I = the target's intermediate_size. No residual is added (NOTES.md §5.4: the text only
 //             says the projector "allows for" one; we follow its formula as written).
 // Partial Alignment Distillation is Config::partial_alignment on the layer: its MLP outputs 2D, the
 // first half → norm → head (f̃, the token), the second → norm (f, the feature fed forward).
+// The EAGLE layout (Config::identity_end_norms, "layout": "eagle" in config.json) is EAGLE-1/2's own
+// layer, the one SGLang and vLLM serve: no input_layernorm on the layer and no final norm, so the layer's
+// output is both the head's input and the feature fed forward (eagle_layout.hpp exports and imports it).
 //
 // Drafting is autoregressive at the feature level inside the tree: the root uses the target's feature
 // of the last committed token; a node deeper down uses the drafter's predicted feature of its parent.
@@ -34,7 +38,8 @@
 // "connector" ("fc" or "feature_sampler"), "sampler_intermediate_size", and
 // "target_config_hash" (fnv1a of the target's shape: a drafter for another target is refused);
 // model.safetensors holds the layer, the final norm, the target's embedding/head copies and the
-// connector under "fc.weight" or "sampler.{gate,up,down}_proj.weight".
+// connector under "fc.weight" (and "fc.bias" where it has one) or "sampler.{gate,up,down}_proj.weight";
+// "layout": "eagle" marks a layer without its end norms (absent: the layer with both).
 
 #include <chrono>
 #include <concepts>
@@ -70,17 +75,20 @@ inline const char* connector_name(Connector c) { return c == Connector::kFc ? "f
 /// The connector's parameters, (out, in) row-major as nn.Linear stores them.
 struct ConnectorWeights {
     std::vector<float> fc;    // (D, 2D)  fc.weight, input concat(e, f) (EAGLE's order: embeddings first)
+    std::vector<float> fc_bias;  // (D)   fc.bias; empty: none
     std::vector<float> gate;  // (I, D)   sampler.gate_proj.weight, reads e
     std::vector<float> up;    // (I, D)   sampler.up_proj.weight, reads f
     std::vector<float> down;  // (D, I)   sampler.down_proj.weight
 };
 
-/// Calls f(name, tensor, shape) for every connector tensor of kind `c` (D wide, sampler I wide).
+/// Calls f(name, tensor, shape) for every connector tensor of kind `c` (D wide, sampler I wide); the
+/// FC bias only where `w` holds one.
 template <class W, class F>
 void for_each_connector_tensor(W& w, Connector c, int D, int I, F&& f) {
     const std::int64_t d = D, i = I;
     if (c == Connector::kFc) {
         f(std::string("fc.weight"), w.fc, std::vector<std::int64_t>{d, 2 * d});
+        if (!w.fc_bias.empty()) f(std::string("fc.bias"), w.fc_bias, std::vector<std::int64_t>{d});
     } else {
         f(std::string("sampler.gate_proj.weight"), w.gate, std::vector<std::int64_t>{i, d});
         f(std::string("sampler.up_proj.weight"), w.up, std::vector<std::int64_t>{i, d});
@@ -99,7 +107,9 @@ template <class W, class F>
     requires std::same_as<std::remove_const_t<W>, ConnectorWeights>
 void for_each_tensor(W& w, const ConnectorShape& s, F&& f) {
     for_each_connector_tensor(w, s.kind, s.D, s.I, [&](const std::string& name, auto& t, const std::vector<std::int64_t>& shape) {
-        f(name, t, static_cast<std::size_t>(shape[0] * shape[1]));
+        std::int64_t n = 1;
+        for (std::int64_t extent : shape) n *= extent;
+        f(name, t, static_cast<std::size_t>(n));
     });
 }
 
@@ -361,7 +371,7 @@ SPECDEC_INLINE ConnectorWeights random_connector(Connector c, int D, int I, std:
     ConnectorWeights w;
     detail::NormalStream normal{seed};
     for_each_connector_tensor(w, c, D, I, [&](const std::string&, std::vector<float>& t, const std::vector<std::int64_t>& s) {
-        t.resize(static_cast<std::size_t>(s[0] * s[1]));
+        t.resize(static_cast<std::size_t>(s[0] * s[1]));  // every random tensor is a matrix (no bias)
         for (float& v : t) v = std_dev * normal.next();
     });
     return w;
@@ -413,6 +423,7 @@ SPECDEC_INLINE void save_feature_checkpoint(const std::filesystem::path& dir, co
     o.set("sampler_intermediate_size", ck.sampler_size);
     o.set("partial_alignment", ck.config.partial_alignment);
     o.set("target_config_hash", ck.target_hash);
+    if (ck.config.identity_end_norms) o.set("layout", "eagle");
     std::ofstream out(path, std::ios::binary);
     detail::require(static_cast<bool>(out), "eagle", [&] { return path.string() + ": cannot write"; });
     out << json::dump(root, 2) << "\n";
@@ -457,9 +468,23 @@ SPECDEC_INLINE FeatureCheckpoint load_feature_checkpoint(const std::filesystem::
     ck.connector = conn == "fc" ? Connector::kFc : Connector::kSampler;
     ck.sampler_size = static_cast<int>(I);
     ck.target_hash = detail::read_field(root, file, "target_config_hash", "eagle", detail::as_string);
+    if (root.find("layout") != nullptr) {
+        const std::string layout = detail::read_field(root, file, "layout", "eagle", detail::as_string);
+        detail::require(layout == "eagle", "eagle", [&] {
+            return file + ": layout '" + layout + "' is not \"eagle\" (absent: the layer with its input and final norms)";
+        });
+        ck.config.identity_end_norms = true;
+        try {
+            ck.config.validate();
+        } catch (const error& e) {
+            detail::fail("eagle", file + ": " + e.what());
+        }
+    }
     const std::filesystem::path tensors = dir / "model.safetensors";
     ck.weights = load_weights(tensors, ck.config);
     const SafetensorsFile st = SafetensorsFile::open(tensors);
+    if (ck.connector == Connector::kFc && st.find("fc.bias") != nullptr)
+        ck.connector_weights.fc_bias.resize(static_cast<std::size_t>(ck.config.hidden_size));
     for_each_connector_tensor(ck.connector_weights, ck.connector, ck.config.hidden_size, ck.sampler_size,
                               [&](const std::string& name, std::vector<float>& t, const std::vector<std::int64_t>& shape) {
                                   detail::read_tensor(st, tensors, name, shape, t, "eagle");
@@ -475,8 +500,9 @@ SPECDEC_INLINE FeatureConnector::FeatureConnector(Connector kind, ConnectorWeigh
     }
     for_each_connector_tensor(w_, kind_, D_, I_, [&](const std::string& name, const std::vector<float>& t,
                                                      const std::vector<std::int64_t>& s) {
-        detail::require(t.size() == static_cast<std::size_t>(s[0] * s[1]), "eagle", [&] {
-            return "connector tensor '" + name + "': expected " + std::to_string(s[0] * s[1]) + " floats, got " +
+        const std::int64_t n = s.size() == 1 ? s[0] : s[0] * s[1];
+        detail::require(t.size() == static_cast<std::size_t>(n), "eagle", [&] {
+            return "connector tensor '" + name + "': expected " + std::to_string(n) + " floats, got " +
                    std::to_string(t.size());
         });
     });
@@ -500,6 +526,9 @@ SPECDEC_INLINE void FeatureConnector::apply(float* eta, const float* e, const fl
             std::copy_n(f + i * D_, D_, cat_.data() + i * 2 * D_ + D_);
         }
         detail::linear(opt_, eta, cat_.data(), fc_, n);
+        if (!w_.fc_bias.empty())
+            for (std::size_t i = 0; i < nn; ++i)
+                for (int d = 0; d < D_; ++d) eta[i * D_ + d] += w_.fc_bias[static_cast<std::size_t>(d)];
         return;
     }
     g_.resize(nn * I_);

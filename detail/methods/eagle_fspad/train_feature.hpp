@@ -189,6 +189,9 @@ private:
                 std::copy_n(b.f.data() + r * D, D, cat_.data() + r * 2 * D + D);
             }
             linear_forward(*pool_, eta_.data(), cat_.data(), params_.fc.data(), N, 2 * D, D, fast_);
+            if (!params_.fc_bias.empty())
+                for (std::size_t r = 0; r < static_cast<std::size_t>(N); ++r)
+                    for (int d = 0; d < D; ++d) eta_[r * D + d] += params_.fc_bias[static_cast<std::size_t>(d)];
             return;
         }
         g_.resize(static_cast<std::size_t>(N) * I);
@@ -206,6 +209,9 @@ private:
         if (shape_.kind == Connector::kFc) {
             linear_backward(*pool_, static_cast<float*>(nullptr), grads_.fc.data(), deta, cat_.data(), params_.fc.data(), N,
                             2 * D, D, scratch_, fast_);
+            if (!grads_.fc_bias.empty())  // rows in order: the same sum on any number of threads
+                for (std::size_t r = 0; r < static_cast<std::size_t>(N); ++r)
+                    for (int d = 0; d < D; ++d) grads_.fc_bias[static_cast<std::size_t>(d)] += deta[r * D + d];
             return;
         }
         dh_.assign(h_.size(), 0.0f);

@@ -372,6 +372,35 @@ void drafter_cases() {
     }());
 }
 
+/// An EAGLE-1/2 drafter folder for SGLang (save_eagle_layout) drafted for a target of `drafted_for`'s shape.
+void eagle_case(const std::string& name, const Config& drafted_for) {
+    const Weights tw = random_weights(drafted_for, 6, 0.3f);
+    FeatureCheckpoint ck = initial_feature_drafter(drafted_for, tw, Connector::kFc, false, 7, 0.3f);
+    ck.config.identity_end_norms = true;
+    save_eagle_layout(kRoot / "eagle" / name, ck, ServingEngine::kSglang, SaveFormat::kF32);
+}
+
+void eagle_cases() {
+    // The shape is checked before any tensor is read: config.json alone is the case.
+    eagle_case("hidden_mismatch", test_target(64, 16));
+    fs::remove(kRoot / "eagle/hidden_mismatch/model.safetensors");
+    eagle_case("pytorch_model_bin", test_target());
+    fs::remove(kRoot / "eagle/pytorch_model_bin/model.safetensors");
+    write("eagle/pytorch_model_bin/pytorch_model.bin", "PK\x03\x04 a pickle in a zip: never opened");
+    // Layer 0's input norm, which EAGLE's layer has not: the exported tensors plus that one.
+    eagle_case("input_layernorm", test_target());
+    const Config t = test_target();
+    FeatureCheckpoint ck = initial_feature_drafter(t, random_weights(t, 6, 0.3f), Connector::kFc, false, 7, 0.3f);
+    std::vector<float> bias(32, 0.0f), ones(32, 1.0f);
+    detail::write_tensors(kRoot / "eagle/input_layernorm/model.safetensors", SaveFormat::kF32, [&](auto&& put) {
+        for_each_eagle_tensor(ck.weights, ck.connector_weights.fc, &bias, ck.config,
+                              [&](const std::string& n, const std::vector<float>& v, const std::vector<std::int64_t>& shape) {
+                                  put(n, v, shape);
+                              });
+        put("layers.0.input_layernorm.weight", ones, std::vector<std::int64_t>{32});
+    });
+}
+
 /// A llama2.c model header: version 0 (7 int32) or export.py's 256 bytes (magic, version, 7 int32, the
 /// shared flag, the group size), with `data_bytes` zero bytes after it.
 std::string llama2c(const std::vector<std::int32_t>& p, int version = 0, std::size_t data_bytes = 0, int shared = 1,
@@ -556,6 +585,7 @@ int main() try {
     tokenizer_cases();
     token_file_cases();
     drafter_cases();
+    eagle_cases();
     llama2c_cases();
     gguf_cases();
     return 0;
