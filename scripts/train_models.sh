@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     *) names+=("$1"); shift ;;
   esac
 done
-[ ${#names[@]} -eq 0 ] && names=(target small mid glide vanilla edd vdm eagle fspad)
+[ ${#names[@]} -eq 0 ] && names=(target small mid glide vanilla edd vdm eagle fspad eagle_layout)
 bash scripts/deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" --target train_demo
@@ -27,7 +27,8 @@ cmake --build build/release -j "$(nproc)" --target train_demo
 ./build/release/train_demo bigram   # Max-Gram's table (CS Drafting), from the tokenised corpus
 # A train.json with "glide_cross_attention" is a GLIDE drafter (or its vanilla ablation): `train_demo glide`;
 # one with "edd" an EDD drafter (or its VDM baseline): `train_demo edd`. EAGLE's and FSPAD's feature
-# drafters (train.json with "feature") train together, on one target forward per step: `train_demo eagle eagle fspad`.
+# drafters (train.json with "feature") train together, on one target forward per step: `train_demo eagle eagle fspad
+# eagle_layout` (eagle_layout: EAGLE-1/2's layer, the one `specdec convert --to eagle` exports).
 features=()
 for name in "${names[@]}"; do
   if grep -q '"feature"' "models/$name/train.json"; then features+=("$name"); continue; fi
