@@ -140,6 +140,21 @@ elseif(CASE STREQUAL "convert")
     run_specdec(out err rc inspect ${WORK}/from_gguf)
     expect_rc(0 "${rc}" "${err}" "inspect the folder converted from GGUF")
     expect_match("tokenizer: byte-level BPE \\(tokenizer\\.json\\)" "${out}" "inspect the folder converted from GGUF")
+    # The EAGLE-layout drafter to the folder each serving engine loads (the names and shapes are
+    # checked in tests/methods/eagle_fspad; here the command's path and its two architectures).
+    foreach(engine_and_arch "sglang|LlamaForCausalLMEagle" "vllm|EagleLlamaForCausalLM")
+        string(REPLACE "|" ";" parts "${engine_and_arch}")
+        list(GET parts 0 engine)
+        list(GET parts 1 arch)
+        run_specdec(out err rc convert --to eagle models/eagle_layout ${WORK}/eagle_${engine} --engine ${engine} --dtype bf16)
+        expect_rc(0 "${rc}" "${err}" "convert --to eagle --engine ${engine}")
+        expect_match("architectures \\[\"${arch}\"\\]" "${out}" "convert --to eagle --engine ${engine}")
+        file(READ ${WORK}/eagle_${engine}/config.json config)
+        expect_match("\"architectures\": \\[\n +\"${arch}\"" "${config}" "the ${engine} folder's config.json")
+        if(NOT EXISTS ${WORK}/eagle_${engine}/model.safetensors)
+            message(FATAL_ERROR "convert --to eagle --engine ${engine} wrote no model.safetensors")
+        endif()
+    endforeach()
 elseif(CASE STREQUAL "errors")
     # A malformed command line: a message and exit status 2. A file the library refuses: exit 1.
     foreach(args "generate;--targt;models/target"
