@@ -188,6 +188,14 @@ inline int run_generate(const Args& args) {
     const std::string scale = args.text("target-scale", "");
     if (args.has("target-scale") && scale != "110m" && scale != "1b" && scale != "7b")
         throw UsageError("option '--target-scale': '" + scale + "'; known: 110m, 1b, 7b");
+    if (!scale.empty()) {  // refused before anything loads
+        const ModelFormat format = format_of(target_path);
+        detail::require(format == ModelFormat::kHfFolder, "cli", [&] {
+            return target_path.string() + ": --target-scale widens an HF folder (config.json + model.safetensors, as "
+                                          "models/target), this is a " + format_name(format) +
+                   "; hint: specdec convert it to a folder first";
+        });
+    }
 
     GenerateOptions opts;
     opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 0, 1 << 20));
@@ -212,11 +220,6 @@ inline int run_generate(const Args& args) {
     if (!scale.empty()) {
         // The benchmark's cost-scaled target (docs/widening.md): widened from the file's rows straight
         // into bf16; the drafters below that read its internals are widened with it.
-        detail::require(target.format == ModelFormat::kHfFolder, "cli", [&] {
-            return target_path.string() + ": --target-scale widens an HF folder (config.json + model.safetensors, as "
-                                          "models/target), this is a " + format_name(target.format) +
-                   "; hint: specdec convert it to a folder first";
-        });
         try {
             target.checkpoint = widen(target.checkpoint, widen_preset(scale), bench::kTargetWidenSeed);
         } catch (const error& e) {
@@ -229,9 +232,10 @@ inline int run_generate(const Args& args) {
     if (needs_draft) {
         const fs::path draft_path = args.text("draft");
         const std::string kind = drafter_kind(draft_path);
+        const char* kind_name = kind == "edd" ? "an EDD drafter" : kind == "feature" ? "an EAGLE/FSPAD drafter" : "a Llama";
         if (method == "glide" && kind != "glide")
             detail::fail("cli", draft_path.string() + ": --method glide needs a GLIDE drafter (a folder whose config.json has "
-                                                      "glide_cross_attention), this one is " + (kind == "edd" ? "an EDD drafter" : kind == "feature" ? "an EAGLE/FSPAD drafter" : "a Llama"));
+                                                      "glide_cross_attention), this one is " + kind_name);
         if (method == "edd" && kind != "edd")
             detail::fail("cli", draft_path.string() + ": --method edd needs an EDD drafter (model_type \"edd\" in config.json)");
         if (method == "cs" && kind != "llama")
