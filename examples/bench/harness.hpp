@@ -72,7 +72,7 @@ inline constexpr const char* kUsage =
     "                     [--repeats R] [--threads N] [--temperatures 0,1] [--out DIR] [--seed S]\n"
     "                     [--split all|val|test]   (val: even lines of the prompts file, test: odd lines)\n"
     "                     [--target-scale 110m|1b|7b]   (the target widened to that cost, same outputs, bf16;\n"
-    "                      methods whose drafters read the target's states or KV need the 14M target)\n"
+    "                      drafters that read the target's states, KV or features widened with it)\n"
     "                     [--check-lossless N]   (at T > 0, check::check_lossless on each registered method that\n"
     "                      claims losslessness: the first two tokens of the first prompt over N runs)\n";
 
