@@ -75,6 +75,14 @@ struct Models {
 // Drafters that read only tokens (Llama drafters, Max-Gram) run unchanged.
 inline constexpr std::uint64_t kTargetWidenSeed = 1, kDrafterWidenSeed = 2;
 
+/// The options of a drafter widened with the target: bf16 weights like the target's, so a drafter that
+/// is a layer of the target's width costs what that layer costs in the bigger model (in float32 it would
+/// read twice the bytes and tilt the ranking against EDD, EAGLE and FSPAD).
+inline ModelOptions widened_drafter_options(ModelOptions opt) {
+    opt.weight_format = WeightFormat::kBF16;
+    return opt;
+}
+
 /// EDD's drafter made to read `widened` (widened_config of `trained`).
 inline EddCheckpoint widen_with_target(EddCheckpoint e, const Config& trained, const Config& widened) {
     const WidenShape shape{.hidden_size = widened.hidden_size, .intermediate_size = widened.intermediate_size,

@@ -217,13 +217,14 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
                 check_edd_pair(e.config, e.target_layer, m.target->config());
                 m.info.push_back({name, e.config, matrix_params(e.config)});
                 m.edd_layers[name] = e.target_layer;
-                m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), opt);
+                m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights),
+                                                          target_scale.empty() ? opt : widened_drafter_options(opt));
             } else if (type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) {
                 FeatureCheckpoint f = load_feature_checkpoint(dir / name);
                 if (!target_scale.empty()) f = widen_with_target(std::move(f), trained, m.target->config());
                 check_feature_pair(f, m.target->config());
                 m.info.push_back({name, f.config, matrix_params(f.config)});
-                m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), opt);
+                m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), target_scale.empty() ? opt : widened_drafter_options(opt));
             } else if (cfg.find("glide_cross_attention") != nullptr) {
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
                 if (!target_scale.empty()) g = widen_with_target(std::move(g), trained, m.target->config());
@@ -668,7 +669,9 @@ inline Results measure(const Args& args, const std::vector<MethodSpec>& register
     res.temperatures = args.temperatures;
     res.target_scale = args.target_scale;
     res.target_label = cost_scaled_label(args.target_scale);
-    if (!res.target_scale.empty()) res.weights = "target bf16 (widened, generated rows), drafters float32, in ordinary memory";
+    if (!res.target_scale.empty())
+        res.weights = "target bf16 (widened, generated rows); EDD and EAGLE/FSPAD drafters widened with it, bf16; other drafters "
+                      "float32; in ordinary memory";
 
     const std::size_t M = methods.size(), P = prompts.size();
     const std::size_t baseline = static_cast<std::size_t>(std::find_if(methods.begin(), methods.end(), [](const MethodSpec& m) {

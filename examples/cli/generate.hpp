@@ -248,7 +248,8 @@ inline int run_generate(const Args& args) {
             check_edd_pair(e.config, e.target_layer, models.target->config());
             draft_config = e.config;
             models.edd_layers["draft"] = e.target_layer;
-            models.edds["draft"] = std::make_unique<CpuModel>(e.config, std::move(e.weights), model_opts);
+            models.edds["draft"] = std::make_unique<CpuModel>(e.config, std::move(e.weights),
+                                                              scale.empty() ? model_opts : bench::widened_drafter_options(model_opts));
         } else if (kind == "glide") {
             GlideCheckpoint g = load_glide_checkpoint(draft_path);
             if (!scale.empty()) g = bench::widen_with_target(std::move(g), trained, models.target->config());
@@ -259,7 +260,8 @@ inline int run_generate(const Args& args) {
             if (!scale.empty()) f = bench::widen_with_target(std::move(f), trained, models.target->config());
             check_feature_pair(f, models.target->config());
             draft_config = f.config;
-            models.features["draft"] = std::make_unique<FeatureDrafter>(std::move(f), model_opts);
+            models.features["draft"] = std::make_unique<FeatureDrafter>(
+                std::move(f), scale.empty() ? model_opts : bench::widened_drafter_options(model_opts));
         } else {
             LoadedModel d = load_model(draft_path, draft_tok_arg, in_place);
             draft_config = d.checkpoint.config;
