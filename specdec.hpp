@@ -176,6 +176,7 @@
 // ---- methods/eagle_fspad: EAGLE-2's dynamic tree, EAGLE's feature drafter, FSPAD (fspad.txt)
 #include "detail/methods/eagle_fspad/eagle2_tree.hpp"  // defines: Eagle2Tree (EAGLE-2's dynamic draft tree: expand top-k, rerank top-N)
 #include "detail/methods/eagle_fspad/feature_drafter.hpp"  // defines: FeatureProposer, FeatureDrafter, Connector, load_feature_checkpoint (EAGLE's / FSPAD's drafter)
+#include "detail/methods/eagle_fspad/widen_feature.hpp"    // defines: widen_feature (EAGLE's / FSPAD's drafter reading a widened target)
 #include "detail/methods/eagle_fspad/train_feature.hpp"    // defines: train::TrainableFeatureDrafter, feature_batch, feature_loss (L = 0.1 L_t + L_f)
 #include "detail/methods/eagle_fspad/eagle_layout.hpp"     // defines: save_eagle_layout, load_eagle_layout, load_feature_drafter (SGLang's / vLLM's EAGLE folder)
 

@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" --target specdec_bench train_demo
+# Training reads the tokenised corpus; `train_demo tokenizer` writes it (and rewrites the committed
+# tokenizer identically: its training is deterministic).
+[ -f build/data/train.bin ] || ./build/release/train_demo tokenizer
 for a in edd_ce edd_l5 edd_unfrozen; do
   [ -f "models/ablations/$a/model.safetensors" ] || ./build/release/train_demo edd "ablations/$a"
 done

@@ -13,6 +13,9 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" --target specdec_bench train_demo
+# Training reads the tokenised corpus; `train_demo tokenizer` writes it (and rewrites the committed
+# tokenizer identically: its training is deterministic).
+[ -f build/data/train.bin ] || ./build/release/train_demo tokenizer
 missing=()
 for a in fspad_fs_only fspad_pad_only; do
   [ -f "models/ablations/$a/model.safetensors" ] || missing+=("ablations/$a")

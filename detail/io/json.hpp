@@ -260,7 +260,12 @@ namespace specdec::json {
 inline std::string Value::where() const {
     if (!location_.origin) return "json value";
     std::string s = *location_.origin;
-    if (location_.line > 0) s += ":" + std::to_string(location_.line) + ":" + std::to_string(location_.column);
+    if (location_.line > 0) {  // appended piecewise: GCC 12's -Wrestrict misfires on "x" + std::string&& (PR 105651)
+        s += ':';
+        s += std::to_string(location_.line);
+        s += ':';
+        s += std::to_string(location_.column);
+    }
     return s;
 }
 

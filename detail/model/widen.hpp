@@ -59,8 +59,8 @@
 // trained with) would add `added_layers(trained, widened)`. A drafter that is a layer of the target's
 // width reads the widened states only once widened itself: EDD's drafter widens with the same call
 // (its one layer kept, no layers added) and its target_layer += added_layers (docs/widening.md);
-// GLIDE's cross-attention is moved by widen_glide (methods/glide_cape); the EAGLE/FSPAD drafters are
-// not widened and refuse a widened target by name.
+// GLIDE's cross-attention is moved by widen_glide (methods/glide_cape); the EAGLE/FSPAD drafters (a
+// connector and a layer, under FSPAD's PAD a (2D, F) down_proj) by widen_feature (methods/eagle_fspad).
 
 namespace specdec {
 
@@ -157,7 +157,8 @@ SPECDEC_INLINE WidenShape widen_preset(std::string_view name) {
 SPECDEC_INLINE Config widened_config(const Config& t, const WidenShape& s) {
     t.validate();
     detail::require(!t.partial_alignment, "widen", [] {
-        return std::string("a partial_alignment layer (FSPAD's drafter) is not a target: widen the target it reads");
+        return std::string("a partial_alignment layer (FSPAD's drafter) is not a target: widen the target it reads, "
+                           "and the drafter with widen_feature");
     });
     const auto at_least = [](int widened, int trained, const char* field) {
         detail::require(widened >= trained, "widen", [&] {
@@ -204,6 +205,10 @@ SPECDEC_INLINE Config widened_config(const Config& t, const WidenShape& s) {
 
 SPECDEC_INLINE Weights widen_weights(const Config& from, Weights trained, const Config& to, std::uint64_t seed) {
     validate(trained, from, /*allow_deferred=*/true);
+    detail::require(from.partial_alignment == to.partial_alignment, "widen", [&] {
+        return std::string("partial_alignment is ") + (from.partial_alignment ? "true" : "false") +
+               " in the trained config and " + (to.partial_alignment ? "true" : "false") + " in the widened one";
+    });
     const int D = from.hidden_size, D2 = to.hidden_size, F = from.intermediate_size, F2 = to.intermediate_size;
     const int hd = from.head_dim(), g = from.num_attention_heads / from.num_key_value_heads;
     const int g2 = to.num_attention_heads / to.num_key_value_heads, Hkv = from.num_key_value_heads;
@@ -322,8 +327,12 @@ SPECDEC_INLINE Weights widen_weights(const Config& from, Weights trained, const 
         add(p + "mlp.gate_proj.weight", F2, D2, Kind::kInput, source(t.w_gate, tp + "mlp.gate_proj.weight", D), below(F),
             identity);
         add(p + "mlp.up_proj.weight", F2, D2, Kind::kInput, source(t.w_up, tp + "mlp.up_proj.weight", D), below(F), identity);
-        add(p + "mlp.down_proj.weight", D2, F2, Kind::kOutput, source(t.w_down, tp + "mlp.down_proj.weight", F), below(D),
-            identity);
+        // Under FSPAD's PAD (a drafter's layer, widen_feature) the last down_proj is (2D, F): each half
+        // keeps its D dims, the second at rows D'..D'+D, so both halves write [trained, 0].
+        std::function<int(int)> down_row = below(D);
+        if (to.down_rows(l) != D2) down_row = [=](int j) { return j < D ? j : j >= D2 && j < D2 + D ? j - D2 + D : -1; };
+        add(p + "mlp.down_proj.weight", to.down_rows(l), F2, Kind::kOutput, source(t.w_down, tp + "mlp.down_proj.weight", F),
+            down_row, identity);
     }
     if (!to.tie_word_embeddings)
         add("lm_head.weight", V, D2, Kind::kOutput, source(src->lm_head, "lm_head.weight", D), below(V), identity);

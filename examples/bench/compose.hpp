@@ -7,6 +7,7 @@
 // decodes one prompt. GenerateOptions pass through unchanged (on_step streams a run as it goes).
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -66,6 +67,39 @@ struct Models {
         detail::fail("bench", "no model named '" + name + "' loaded");
     }
 };
+
+// ---- drafters widened with the target (docs/widening.md) ----------------------------------------------
+// On a widened target (--target-scale), the drafters that read its internals are widened with it, with
+// one seed (the target's is 1): EDD's layer (its state counted from the end), GLIDE's cross-attention,
+// EAGLE's / FSPAD's connector and layer. Each then drafts what it drafted against the trained target.
+// Drafters that read only tokens (Llama drafters, Max-Gram) run unchanged.
+inline constexpr std::uint64_t kTargetWidenSeed = 1, kDrafterWidenSeed = 2;
+
+/// The options of a drafter widened with the target: bf16 weights like the target's, so a drafter that
+/// is a layer of the target's width costs what that layer costs in the bigger model (in float32 it would
+/// read twice the bytes and tilt the ranking against EDD, EAGLE and FSPAD).
+inline ModelOptions widened_drafter_options(ModelOptions opt) {
+    opt.weight_format = WeightFormat::kBF16;
+    return opt;
+}
+
+/// EDD's drafter made to read `widened` (widened_config of `trained`).
+inline EddCheckpoint widen_with_target(EddCheckpoint e, const Config& trained, const Config& widened) {
+    const WidenShape shape{.hidden_size = widened.hidden_size, .intermediate_size = widened.intermediate_size,
+                           .num_hidden_layers = e.config.num_hidden_layers,
+                           .num_attention_heads = widened.num_attention_heads,
+                           .num_key_value_heads = widened.num_key_value_heads, .head_dim = widened.head_dim()};
+    const int added = added_layers(trained, widened);
+    e = widen(e, shape, kDrafterWidenSeed);
+    e.target_layer += added;
+    return e;
+}
+inline GlideCheckpoint widen_with_target(GlideCheckpoint g, const Config& trained, const Config& widened) {
+    return widen_glide(std::move(g), trained, widened, kDrafterWidenSeed);
+}
+inline FeatureCheckpoint widen_with_target(FeatureCheckpoint f, const Config& trained, const Config& widened) {
+    return widen_feature(std::move(f), trained, widened, kDrafterWidenSeed);
+}
 
 // ---- the methods: each a composition of policies -------------------------------------------------------
 

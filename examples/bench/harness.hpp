@@ -72,7 +72,7 @@ inline constexpr const char* kUsage =
     "                     [--repeats R] [--threads N] [--temperatures 0,1] [--out DIR] [--seed S]\n"
     "                     [--split all|val|test]   (val: even lines of the prompts file, test: odd lines)\n"
     "                     [--target-scale 110m|1b|7b]   (the target widened to that cost, same outputs, bf16;\n"
-    "                      methods whose drafters read the target's states or KV need the 14M target)\n"
+    "                      drafters that read the target's states, KV or features widened with it)\n"
     "                     [--check-lossless N]   (at T > 0, check::check_lossless on each registered method that\n"
     "                      claims losslessness: the first two tokens of the first prompt over N runs)\n";
 
@@ -198,7 +198,7 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
     need("target", "as the target of every method");
     Checkpoint t = load_checkpoint(dir / "target", LoadOptions{.defer_matrices = !target_scale.empty()});
     const Config trained = t.config;
-    if (!target_scale.empty()) t = widen(t, widen_preset(target_scale), 1);
+    if (!target_scale.empty()) t = widen(t, widen_preset(target_scale), kTargetWidenSeed);
     m.info.push_back({"target", t.config, matrix_params(t.config)});
     ModelOptions target_opt = opt;
     if (!target_scale.empty()) target_opt.weight_format = WeightFormat::kBF16;
@@ -213,26 +213,34 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
             const json::Value* type = cfg.find("model_type");
             if (type != nullptr && type->is_string() && type->as_string() == "edd") {
                 EddCheckpoint e = load_edd_checkpoint(dir / name);
-                if (!target_scale.empty()) {  // its layer widened with the target, its state counted from the end
-                    WidenShape shape = widen_preset(target_scale);
-                    shape.num_hidden_layers = e.config.num_hidden_layers;
-                    e = widen(e, shape, 2);
-                    e.target_layer += added_layers(trained, m.target->config());
-                }
+                if (!target_scale.empty()) e = widen_with_target(std::move(e), trained, m.target->config());
                 check_edd_pair(e.config, e.target_layer, m.target->config());
                 m.info.push_back({name, e.config, matrix_params(e.config)});
                 m.edd_layers[name] = e.target_layer;
-                m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), opt);
+                m.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights),
+                                                          target_scale.empty() ? opt : widened_drafter_options(opt));
             } else if ((type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) ||
                        is_eagle_layout(dir / name)) {
-                // This library's feature drafter, or EAGLE-1/2's folder as SGLang / vLLM load it (the target's
-                // embedding and head, its shape checked by name).
-                FeatureCheckpoint f = load_feature_drafter(dir / name, m.target->config(), m.target->weights());
+                // This library's feature drafter (widened with the target under --target-scale), or EAGLE-1/2's
+                // folder as SGLang / vLLM load it: the target's embedding and head, its shape checked by name.
+                FeatureCheckpoint f;
+                if (is_eagle_layout(dir / name)) {
+                    detail::require(target_scale.empty(), "bench", [&] {
+                        return (dir / name).string() + ": an EAGLE-layout folder reads the target as trained; under "
+                                                       "--target-scale only this library's feature drafter folders are "
+                                                       "widened (save it with save_feature_checkpoint first)";
+                    });
+                    f = load_eagle_layout(dir / name, m.target->config(), m.target->weights());
+                } else {
+                    f = load_feature_checkpoint(dir / name);
+                    if (!target_scale.empty()) f = widen_with_target(std::move(f), trained, m.target->config());
+                    check_feature_pair(f, m.target->config());
+                }
                 m.info.push_back({name, f.config, matrix_params(f.config)});
-                m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), opt);
+                m.features[name] = std::make_unique<FeatureDrafter>(std::move(f), target_scale.empty() ? opt : widened_drafter_options(opt));
             } else if (cfg.find("glide_cross_attention") != nullptr) {
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
-                if (!target_scale.empty()) g = widen_glide(std::move(g), trained, m.target->config(), 2);
+                if (!target_scale.empty()) g = widen_with_target(std::move(g), trained, m.target->config());
                 const Config shape = g.config.draft;
                 m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
                 m.info.push_back({name, shape, matrix_params(shape)});
@@ -674,7 +682,9 @@ inline Results measure(const Args& args, const std::vector<MethodSpec>& register
     res.temperatures = args.temperatures;
     res.target_scale = args.target_scale;
     res.target_label = cost_scaled_label(args.target_scale);
-    if (!res.target_scale.empty()) res.weights = "target bf16 (widened, generated rows), drafters float32, in ordinary memory";
+    if (!res.target_scale.empty())
+        res.weights = "target bf16 (widened, generated rows); EDD and EAGLE/FSPAD drafters widened with it, bf16; other drafters "
+                      "float32; in ordinary memory";
 
     const std::size_t M = methods.size(), P = prompts.size();
     const std::size_t baseline = static_cast<std::size_t>(std::find_if(methods.begin(), methods.end(), [](const MethodSpec& m) {

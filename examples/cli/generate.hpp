@@ -33,7 +33,7 @@ namespace specdec::cli {
 inline const std::vector<Flag>& generate_flags() {
     static const std::vector<Flag> flags{
         {"target", "PATH", "the target model: an HF folder, a llama2.c .bin or a .gguf (required)"},
-        {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE or EDD drafter), a .bin or a .gguf"},
+        {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE, EDD, EAGLE or FSPAD drafter), a .bin or a .gguf"},
         {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 (default: sd with --draft, else ar)"},
         {"prompt", "TEXT", "the text to continue (required)"},
         {"max-new-tokens", "N", "new tokens to generate (default 64)"},
@@ -47,6 +47,8 @@ inline const std::vector<Flag>& generate_flags() {
         {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json beside the drafter's folder)"},
         {"tokenizer", "PATH", "the target's tokenizer (default: tokenizer.json in its folder, tokenizer.bin beside a .bin)"},
         {"draft-tokenizer", "PATH", "the drafter's tokenizer, if it is not in the usual place"},
+        {"target-scale", "SIZE", "110m | 1b | 7b: the target (an HF folder) widened to that cost, bf16, same outputs; drafters "
+                                 "that read its internals widened with it (docs/widening.md)"},
         {"threads", "N", "threads of the model's matrix products (default 1; 0 = every core)"},
         {"color", "WHEN", "colour accepted drafts: auto (default: on a terminal) | always | never"},
         {"no-baseline", "", "skip the plain autoregressive run that gives the speedup"},
@@ -63,7 +65,8 @@ inline std::string generate_usage() {
         "target forward), tokens/s, and the speedup over the target decoding alone (same prompt, same length).\n"
         "Methods: ar (the target alone), sd (a chain of drafts; Leviathan et al. 2023), tree (a k-ary token tree),\n"
         "cs (CS Drafting: the drafter reviewing Max-Gram), glide (a GLIDE drafter with CAPE), edd (an EDD drafter,\n"
-        "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree).",
+        "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree; with an EAGLE or FSPAD drafter,\n"
+        "drafting from the target's features).",
         generate_flags());
 }
 
@@ -118,12 +121,14 @@ inline bench::MethodSpec method_spec(const Args& args, const std::string& method
     return m;
 }
 
-/// "llama", "glide" or "edd": what a drafter folder's config.json says it is (as specdec_bench reads it).
+/// "llama", "glide", "edd" or "feature" (EAGLE / FSPAD): what a drafter folder's config.json says it is
+/// (as specdec_bench reads it).
 inline std::string drafter_kind(const fs::path& path) {
     if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return "llama";
     const json::Value cfg = json::parse(detail::read_text_file(path / "config.json", "cli"), (path / "config.json").string());
     const json::Value* type = cfg.is_object() ? cfg.find("model_type") : nullptr;
     if (type != nullptr && type->is_string() && type->as_string() == "edd") return "edd";
+    if (type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) return "feature";
     if (cfg.is_object() && cfg.find("glide_cross_attention") != nullptr) return "glide";
     return "llama";
 }
@@ -180,6 +185,17 @@ inline int run_generate(const Args& args) {
     if (needs_draft && !args.has("draft")) throw UsageError("--method " + method + " needs a drafter: --draft PATH");
     if (!needs_draft && args.has("draft")) throw UsageError("--method ar decodes with the target alone: drop --draft, or choose a method");
     const bool color = use_color(args.text("color", "auto"));
+    const std::string scale = args.text("target-scale", "");
+    if (args.has("target-scale") && scale != "110m" && scale != "1b" && scale != "7b")
+        throw UsageError("option '--target-scale': '" + scale + "'; known: 110m, 1b, 7b");
+    if (!scale.empty()) {  // refused before anything loads
+        const ModelFormat format = format_of(target_path);
+        detail::require(format == ModelFormat::kHfFolder, "cli", [&] {
+            return target_path.string() + ": --target-scale widens an HF folder (config.json + model.safetensors, as "
+                                          "models/target), this is a " + format_name(format) +
+                   "; hint: specdec convert it to a folder first";
+        });
+    }
 
     GenerateOptions opts;
     opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 0, 1 << 20));
@@ -199,14 +215,27 @@ inline int run_generate(const Args& args) {
     const long widest = bench::draft_nodes(spec);  // the drafter's scratch holds a catch-up chain before the tree
     const ModelOptions model_opts{.max_tree_nodes = static_cast<int>(std::max(256L, 2 * widest + 8)), .pool = &pool};
     bench::Models models;
+    const Config trained = target.checkpoint.config;
+    ModelOptions target_opts = model_opts;
+    if (!scale.empty()) {
+        // The benchmark's cost-scaled target (docs/widening.md): widened from the file's rows straight
+        // into bf16; the drafters below that read its internals are widened with it.
+        try {
+            target.checkpoint = widen(target.checkpoint, widen_preset(scale), bench::kTargetWidenSeed);
+        } catch (const error& e) {
+            detail::fail("cli", target_path.string() + ": --target-scale " + scale + " cannot widen this model: " + e.what());
+        }
+        target_opts.weight_format = WeightFormat::kBF16;
+    }
     models.info.push_back({"target", target.checkpoint.config, bench::matrix_params(target.checkpoint.config)});
-    models.target = std::make_unique<CpuModel>(target.checkpoint.config, std::move(target.checkpoint.weights), model_opts);
+    models.target = std::make_unique<CpuModel>(target.checkpoint.config, std::move(target.checkpoint.weights), target_opts);
     if (needs_draft) {
         const fs::path draft_path = args.text("draft");
         const std::string kind = drafter_kind(draft_path);
+        const char* kind_name = kind == "edd" ? "an EDD drafter" : kind == "feature" ? "an EAGLE/FSPAD drafter" : "a Llama";
         if (method == "glide" && kind != "glide")
             detail::fail("cli", draft_path.string() + ": --method glide needs a GLIDE drafter (a folder whose config.json has "
-                                                      "glide_cross_attention), this one is " + (kind == "edd" ? "an EDD drafter" : "a Llama"));
+                                                      "glide_cross_attention), this one is " + kind_name);
         if (method == "edd" && kind != "edd")
             detail::fail("cli", draft_path.string() + ": --method edd needs an EDD drafter (model_type \"edd\" in config.json)");
         if (method == "cs" && kind != "llama")
@@ -215,21 +244,31 @@ inline int run_generate(const Args& args) {
         Config draft_config;
         if (kind == "edd") {
             EddCheckpoint e = load_edd_checkpoint(draft_path);
+            if (!scale.empty()) e = bench::widen_with_target(std::move(e), trained, models.target->config());
             check_edd_pair(e.config, e.target_layer, models.target->config());
             draft_config = e.config;
             models.edd_layers["draft"] = e.target_layer;
-            models.edds["draft"] = std::make_unique<CpuModel>(e.config, std::move(e.weights), model_opts);
+            models.edds["draft"] = std::make_unique<CpuModel>(e.config, std::move(e.weights),
+                                                              scale.empty() ? model_opts : bench::widened_drafter_options(model_opts));
         } else if (kind == "glide") {
             GlideCheckpoint g = load_glide_checkpoint(draft_path);
+            if (!scale.empty()) g = bench::widen_with_target(std::move(g), trained, models.target->config());
             draft_config = g.config.draft;
             models.glides["draft"] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *models.target, model_opts);
+        } else if (kind == "feature") {
+            FeatureCheckpoint f = load_feature_checkpoint(draft_path);
+            if (!scale.empty()) f = bench::widen_with_target(std::move(f), trained, models.target->config());
+            check_feature_pair(f, models.target->config());
+            draft_config = f.config;
+            models.features["draft"] = std::make_unique<FeatureDrafter>(
+                std::move(f), scale.empty() ? model_opts : bench::widened_drafter_options(model_opts));
         } else {
             LoadedModel d = load_model(draft_path, draft_tok_arg, in_place);
             draft_config = d.checkpoint.config;
             check_vocabularies(target, draft_config.vocab_size, draft_path, d.vocab, d.tokenizer_path);
             models.drafters["draft"] = std::make_unique<CpuModel>(d.checkpoint.config, std::move(d.checkpoint.weights), model_opts);
         }
-        if (kind != "llama") {  // GLIDE and EDD folders are HF folders: their tokenizer is in the usual place
+        if (kind != "llama") {  // GLIDE, EDD and feature drafter folders are HF folders: their tokenizer is in the usual place
             const fs::path tok = draft_tok_arg.empty() ? default_tokenizer(draft_path, ModelFormat::kHfFolder) : draft_tok_arg;
             check_vocabularies(target, draft_config.vocab_size, draft_path, tok.empty() ? Vocab{} : load_vocab(tok), tok);
         }
@@ -313,6 +352,7 @@ inline int run_generate(const Args& args) {
     }
     // One sampled text cannot test a law: say so, and what the acceptor that ran needs to be lossless.
     if (needs_draft && !opts.sampling.greedy()) std::fprintf(stderr, "; distribution not checked in this run (%s)", run.acceptor);
+    if (!scale.empty()) std::fprintf(stderr, "; %s", bench::cost_scaled_label(scale).c_str());
     std::fprintf(stderr, "\n");
     return 0;
 }

@@ -248,6 +248,42 @@ elseif(CASE STREQUAL "vocab")
     expect_match("^specdec: \\[specdec\\.vocab\\] the drafter's tokenizer differs from the target's at 2 of the 4096 ids they share \\(id 49: target 'Q', drafter 'R'; id 50: target 'R', drafter 'Q'\\)"
         "${err}" "a mismatched tokenizer's message")
     expect_match("swapped\\.json" "${err}" "a mismatched tokenizer's message names the file")
+elseif(CASE STREQUAL "scale")
+    # --target-scale 110m: the target widened to 110M cost (docs/widening.md) prints the greedy text of the
+    # trained one, with a Llama drafter and with drafters widened with it (EDD's; FSPAD's sampler and PAD
+    # layer), each in the number of target forwards it takes against the trained target (the same drafts).
+    file(REMOVE_RECURSE ${WORK})
+    file(MAKE_DIRECTORY ${WORK})
+    run_specdec(ar err rc generate --target models/target --method ar --prompt "${prompt}" --max-new-tokens 40)
+    expect_rc(0 "${rc}" "${err}" "generate --method ar")
+    set(label "cost-scaled \\(widened demo target: same outputs, 110M cost\\)")
+    foreach(method_and_draft "sd|models/small" "edd|models/edd" "sd|models/fspad")
+        string(REPLACE "|" ";" parts "${method_and_draft}")
+        list(GET parts 0 method)
+        list(GET parts 1 draft)
+        set(what "generate --method ${method} --draft ${draft}")
+        run_specdec(out err rc generate --target models/target --draft ${draft} --method ${method}
+            --prompt "${prompt}" --max-new-tokens 40 --no-baseline)
+        expect_rc(0 "${rc}" "${err}" "${what}")
+        string(REGEX MATCH "in [0-9]+ target forwards" forwards "${err}")
+        run_specdec(out err rc generate --target models/target --draft ${draft} --method ${method} --target-scale 110m
+            --prompt "${prompt}" --max-new-tokens 40 --threads 2)
+        expect_rc(0 "${rc}" "${err}" "${what} --target-scale 110m")
+        if(NOT out STREQUAL ar)
+            message(FATAL_ERROR "${what} --target-scale 110m printed\n${out}\nplain decoding of the trained target printed\n${ar}")
+        endif()
+        expect_match("^${method}: 40 tokens ${forwards}, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding; ${label}\n$"
+            "${err}" "${what} --target-scale 110m's summary (the forwards of the trained target's run: ${forwards})")
+    endforeach()
+    run_specdec(out err rc generate --target models/target --target-scale 3b --prompt x)
+    expect_rc(2 "${rc}" "${err}" "generate --target-scale 3b")
+    expect_match("option '--target-scale': '3b'; known: 110m, 1b, 7b" "${err}" "generate --target-scale 3b")
+    run_specdec(out err rc convert models/small ${WORK}/small.bin)
+    expect_rc(0 "${rc}" "${err}" "convert HF -> .bin")
+    run_specdec(out err rc generate --target ${WORK}/small.bin --target-scale 110m --prompt x)
+    expect_rc(1 "${rc}" "${err}" "generate --target-scale on a llama2.c file")
+    expect_match("^specdec: \\[specdec\\.cli\\] .*small\\.bin: --target-scale widens an HF folder" "${err}"
+        "generate --target-scale on a llama2.c file")
 else()
     message(FATAL_ERROR "unknown CASE '${CASE}'")
 endif()

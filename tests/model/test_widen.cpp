@@ -1,5 +1,6 @@
 // widen(): a trained model grown to a larger shape keeps its outputs (docs/widening.md): logits on
-// chains and trees, greedy decoding plain and speculative, the parts that must be zero, bad shapes.
+// chains and trees, greedy decoding plain and speculative, the parts that must be zero, bad shapes;
+// the drafters that read the target's internals (EDD, GLIDE, EAGLE/FSPAD) widened with it draft the same.
 #include <filesystem>
 
 #include "catch.hpp"
@@ -336,4 +337,172 @@ TEST_CASE("widen: GLIDE's drafter made to read a widened target drafts the same"
     CHECK(b.n_target_calls() == a.n_target_calls());
     CHECK_THROWS_WITH(widen_glide(load_glide_checkpoint(root / "glide"), wide.config, wide.config, 5),
                       Catch::Contains("[specdec.glide] widen_glide: glide_target_layers is 8"));
+}
+
+namespace {
+
+/// The drafter's logits and predicted features for a small tree (a root, two children, a grandchild)
+/// after `prompt`, against `target`.
+struct Drafted {
+    std::vector<float> logits, features;
+};
+Drafted draft_tree(CpuModel& target, FeatureDrafter& drafter, const std::vector<int>& prompt) {
+    target.reset();
+    FeatureProposer proposer(target, drafter);
+    detail::prefill(target, std::span(prompt).first(prompt.size() - 1));
+    proposer.start(prompt);
+    // Depth by depth, as a builder drives it: a node's input is its parent's predicted feature.
+    Tree tree;
+    tree.add_root(prompt.back());
+    (void)proposer.propose(tree, std::vector<int>{0});
+    tree.add(3, 0);
+    tree.add(5, 0);
+    (void)proposer.propose(tree, std::vector<int>{1, 2});
+    tree.add(7, 1);
+    (void)proposer.propose(tree, std::vector<int>{3});
+    const Rows logits = proposer.propose(tree, std::vector<int>{0, 1, 2, 3});
+    const Rows features = proposer.node_features();
+    return {{logits.data.begin(), logits.data.end()}, {features.data.begin(), features.data.end()}};
+}
+
+/// max |a - b| / max |a|.
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    double diff = 0, scale = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        diff = std::max(diff, static_cast<double>(std::abs(a[i] - b[i])));
+        scale = std::max(scale, static_cast<double>(std::abs(a[i])));
+    }
+    return diff / scale;
+}
+
+}  // namespace
+
+TEST_CASE("widen: a feature drafter widened with its toy target drafts the same logits and features",
+          "[widen][eagle][fspad]") {
+    // EAGLE (FC), FSPAD (sampler + PAD), and EAGLE's own layout with an fc bias (an imported drafter's).
+    const int variant = GENERATE(0, 1, 2);
+    const Connector kind = variant == 1 ? Connector::kSampler : Connector::kFc;
+    const bool pad = variant == 1, eagle_layout = variant == 2;
+    CAPTURE(variant);
+    const Config c = toy_config();
+    const Weights w = random_weights(c, 21, 0.3f);
+    const Checkpoint wide = widen(Checkpoint{c, w}, toy_shape(), 5);
+    FeatureCheckpoint f = initial_feature_drafter(c, w, kind, pad, 22, 0.3f);
+    if (eagle_layout) {
+        f.config.identity_end_norms = true;
+        detail::NormalStream normal{23};
+        f.connector_weights.fc_bias.resize(static_cast<std::size_t>(c.hidden_size));
+        for (float& b : f.connector_weights.fc_bias) b = 0.3f * normal.next();
+    }
+    FeatureCheckpoint wf = widen_feature(f, c, wide.config, 6);
+    REQUIRE(wf.config.hidden_size == 96);
+    CHECK(wf.config.num_hidden_layers == 1);
+    CHECK(wf.config.partial_alignment == pad);
+    CHECK(wf.config.identity_end_norms == eagle_layout);
+    CHECK(wf.connector_weights.fc_bias.size() == (eagle_layout ? 96u : 0u));
+    CHECK(wf.sampler_size == 144);
+    CHECK(wf.target_hash == target_config_hash(wide.config));
+
+    const std::vector<int> prompt{5, 9, 17, 33, 2, 41, 8, 60};
+    CpuModel target(c, w), widened(wide.config, wide.weights);
+    FeatureDrafter small(f), large(wf);
+    const Drafted a = draft_tree(target, small, prompt), b = draft_tree(widened, large, prompt);
+    CHECK(relative_difference(a.logits, b.logits) < 1e-4);
+    // The predicted features: the trained ones on the trained dims, exact zeros on the new ones.
+    REQUIRE(b.features.size() == a.features.size() * 3);
+    std::vector<float> trained_dims;
+    bool new_dims_zero = true;
+    for (std::size_t i = 0; i < b.features.size(); ++i) {
+        if (i % 96 < 32) trained_dims.push_back(b.features[i]);
+        else new_dims_zero = new_dims_zero && b.features[i] == 0.0f;
+    }
+    CHECK(new_dims_zero);
+    CHECK(relative_difference(a.features, trained_dims) < 1e-4);
+
+    SECTION("control: a connector that writes the residual's new dims changes the drafts") {
+        // Row D of the FC (or of the sampler's Down) reading trained inputs: η's new dims are no longer 0.
+        std::vector<float>& m = pad ? wf.connector_weights.down : wf.connector_weights.fc;
+        const std::size_t row = 32 * static_cast<std::size_t>(pad ? 144 : 2 * 96);
+        std::fill_n(m.begin() + static_cast<std::ptrdiff_t>(row), 32, 0.5f);
+        FeatureDrafter broken(wf);
+        CHECK(relative_difference(a.logits, draft_tree(widened, broken, prompt).logits) > 1e-3);
+    }
+    SECTION("the connector's and PAD's trained parts sit where the rules say; the rest writes zeros") {
+        const ConnectorWeights& t = f.connector_weights;
+        const ConnectorWeights& u = wf.connector_weights;
+        const auto all_zero = [](const std::vector<float>& v, auto&& pick) {
+            for (std::size_t i = 0; i < v.size(); ++i)
+                if (pick(i) && v[i] != 0.0f) return false;
+            return true;
+        };
+        if (pad) {
+            CHECK(u.gate[static_cast<std::size_t>(7) * 96 + 3] == t.gate[static_cast<std::size_t>(7) * 32 + 3]);
+            CHECK(u.up[static_cast<std::size_t>(47) * 96 + 31] == t.up[static_cast<std::size_t>(47) * 32 + 31]);
+            CHECK(u.down[static_cast<std::size_t>(5) * 144 + 47] == t.down[static_cast<std::size_t>(5) * 48 + 47]);
+            CHECK(all_zero(u.down, [](std::size_t i) { return i / 144 >= 32 || i % 144 >= 48; }));
+            // PAD's (2D', F') down_proj: the feature half's trained rows at D'..D'+D, zeros elsewhere.
+            const Weights m = materialize(wf.config, wf.weights);
+            const std::vector<float>& down = m.layers[0].w_down;
+            REQUIRE(down.size() == static_cast<std::size_t>(2 * 96) * 144);
+            CHECK(down[static_cast<std::size_t>(96 + 3) * 144 + 10] == f.weights.layers[0].w_down[static_cast<std::size_t>(32 + 3) * 48 + 10]);
+            CHECK(down[static_cast<std::size_t>(3) * 144 + 10] == f.weights.layers[0].w_down[static_cast<std::size_t>(3) * 48 + 10]);
+            CHECK(all_zero(down, [](std::size_t i) { return i / 144 % 96 >= 32 || i % 144 >= 48; }));
+        } else {
+            CHECK(u.fc[static_cast<std::size_t>(4) * 192 + 6] == t.fc[static_cast<std::size_t>(4) * 64 + 6]);        // reads e
+            CHECK(u.fc[static_cast<std::size_t>(4) * 192 + 96 + 6] == t.fc[static_cast<std::size_t>(4) * 64 + 32 + 6]);  // reads f
+            CHECK(all_zero(u.fc, [](std::size_t i) { return i / 192 >= 32 && i % 96 < 32; }));
+        }
+        const Weights m = materialize(wf.config, wf.weights);
+        CHECK(m.norm[3] == Approx(f.weights.norm[3] * std::sqrt(32.0f / 96.0f)));
+        CHECK(wf.config.rms_norm_eps == Approx(c.rms_norm_eps / 3.0f));
+    }
+}
+
+TEST_CASE("widen: EAGLE's and FSPAD's drafters widened with their target draft the same", "[widen][eagle][fspad]") {
+    const fs::path root = models();
+    const std::string name = GENERATE("eagle", "fspad");
+    CAPTURE(name);
+    if (!fs::exists(root / "target/model.safetensors") || !fs::exists(root / name / "model.safetensors")) {
+        WARN("models/target or models/" + name + " is absent: skipped");
+        return;
+    }
+    const Checkpoint t = load_checkpoint(root / "target");
+    const FeatureCheckpoint f = load_feature_checkpoint(root / name);
+    const Tokenizer tok = Tokenizer::load(root / "target/tokenizer.json");
+    const WidenShape shape{.hidden_size = 512, .intermediate_size = 1536, .num_hidden_layers = 12,
+                           .num_attention_heads = 12, .num_key_value_heads = 4};
+    const Checkpoint wide = widen(t, shape, 3);
+    const FeatureCheckpoint wf = widen_feature(f, t.config, wide.config, 4);
+    REQUIRE(wf.config.hidden_size == 512);
+    CHECK(wf.target_hash == target_config_hash(wide.config));
+
+    ThreadPool pool(2);
+    const ModelOptions opts{.pool = &pool};
+    CpuModel target(t.config, t.weights, opts), widened(wide.config, wide.weights, opts);
+    FeatureDrafter small(f, opts), large(wf, opts);
+    FeatureProposer from_small(target, small), from_large(widened, large);
+    const std::vector<int> prompt = tok.encode("It was the best of times, it was the worst of times,");
+    const GenerateOptions g{.max_new_tokens = 32};
+    TreeVerifier verifier;
+    GreedyMatch acceptor;
+    const auto same_drafts = [&](const auto& builder) {
+        auto for_small = builder, for_large = builder;
+        const Generation a = speculative_generate(target, from_small, for_small, verifier, acceptor, prompt, g);
+        const Generation b = speculative_generate(widened, from_large, for_large, verifier, acceptor, prompt, g);
+        CHECK(b.tokens == a.tokens);
+        CHECK(b.token_depth == a.token_depth);  // the same drafts accepted at the same depths
+        CHECK(b.n_target_calls() == a.n_target_calls());
+        CHECK(a.n_target_calls() < 32);  // drafts were accepted: a test of drafts, not of the target alone
+    };
+    same_drafts(Chain{.gamma = 5});
+    same_drafts(Eagle2Tree::half_budget());
+
+    // Refused by name: the widened drafter on the trained target, the trained one on the widened
+    // target (tested above), and widening for a target the drafter was not trained for.
+    CHECK_THROWS_WITH((FeatureProposer(target, large)), Catch::Contains("[specdec.eagle]") && Catch::Contains("hidden_size"));
+    Config other = t.config;
+    other.num_hidden_layers = 9;
+    CHECK_THROWS_WITH(widen_feature(f, other, widened_config(other, shape), 4),
+                      Catch::Contains("[specdec.eagle] the drafter was trained for a target with config hash"));
 }

@@ -371,7 +371,9 @@ SPECDEC_INLINE ConnectorWeights random_connector(Connector c, int D, int I, std:
     ConnectorWeights w;
     detail::NormalStream normal{seed};
     for_each_connector_tensor(w, c, D, I, [&](const std::string&, std::vector<float>& t, const std::vector<std::int64_t>& s) {
-        t.resize(static_cast<std::size_t>(s[0] * s[1]));  // every random tensor is a matrix (no bias)
+        std::int64_t n = 1;
+        for (std::int64_t extent : s) n *= extent;
+        t.resize(static_cast<std::size_t>(n));
         for (float& v : t) v = std_dev * normal.next();
     });
     return w;
@@ -500,7 +502,8 @@ SPECDEC_INLINE FeatureConnector::FeatureConnector(Connector kind, ConnectorWeigh
     }
     for_each_connector_tensor(w_, kind_, D_, I_, [&](const std::string& name, const std::vector<float>& t,
                                                      const std::vector<std::int64_t>& s) {
-        const std::int64_t n = s.size() == 1 ? s[0] : s[0] * s[1];
+        std::int64_t n = 1;
+        for (std::int64_t extent : s) n *= extent;
         detail::require(t.size() == static_cast<std::size_t>(n), "eagle", [&] {
             return "connector tensor '" + name + "': expected " + std::to_string(n) + " floats, got " +
                    std::to_string(t.size());
