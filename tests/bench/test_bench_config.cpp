@@ -2,6 +2,7 @@
 // message naming the file, the entry and the field.
 #include <algorithm>
 #include <filesystem>
+#include <set>
 #include <string>
 
 #include "catch.hpp"
@@ -223,4 +224,23 @@ TEST_CASE("the improved-MCSD entries parse, and a target_initialised entry must 
                       Contains("field 'allow_lossy': missing"));
     CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "target_initialised", "drafter": "small", "seeds": 2, "k_config": [4, 3, 1, 1], "allow_lossy": false})"), "m.json"),
                       Contains("field 'allow_lossy': must be true"));
+}
+
+TEST_CASE("the scale experiment's methods file holds every method kind of the README's table", "[bench][widen]") {
+    const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
+    const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods_scale.json");
+    REQUIRE(m.size() == 12u);
+    CHECK(m[0].kind == MethodKind::kAutoregressive);
+    std::set<MethodKind> kinds;
+    std::set<std::string> drafters;
+    for (const MethodSpec& s : m) {
+        kinds.insert(s.kind);
+        if (!s.drafter.empty()) drafters.insert(s.drafter);
+        drafters.insert(s.drafters.begin(), s.drafters.end());
+    }
+    for (MethodKind k : {MethodKind::kChain, MethodKind::kTree, MethodKind::kCascade, MethodKind::kExpanded, MethodKind::kPct,
+                         MethodKind::kEagle2, MethodKind::kTargetInit})
+        CHECK(kinds.count(k) == 1u);
+    // Every drafter kind the widening must carry along: a separate LM, GLIDE, EDD, EAGLE and FSPAD.
+    for (const char* d : {"small", "glide", "edd", "eagle", "fspad"}) CHECK(drafters.count(d) == 1u);
 }
