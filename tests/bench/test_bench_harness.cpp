@@ -158,3 +158,28 @@ TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossles
     CHECK(csv.find("LOSSY by design; not checked in this run (accept every draft: lossy)") != std::string::npos);
     CHECK(html.find(ran) != std::string::npos);
 }
+
+// The widening's promise (docs/widening.md): a cost-scaled target changes the cost, not the
+// text. Every composition of the scale experiment (examples/bench/methods_scale.json: chains, trees, a
+// cascade, GLIDE, EDD, PCT, EAGLE-2, FSPAD, MCSD and its target-initialised tree), with the drafters that
+// read the target's internals widened with it, decodes the same greedy tokens on the 14M target and on its
+// 110M-cost copy (bf16, as the benchmark runs it).
+TEST_CASE("every method of the scale experiment decodes the same greedy text on the 110M-cost target", "[bench][widen]") {
+    const fs::path repo = SPECDEC_SOURCE_DIR;
+    const std::vector<bench::MethodSpec> methods = bench::load_methods(repo / "examples/bench/methods_scale.json");
+    ThreadPool pool(1);
+    bench::Models small = bench::harness::load_models(repo / "models", methods, pool, 256, "");
+    bench::Models scaled = bench::harness::load_models(repo / "models", methods, pool, 256, "110m");
+    REQUIRE(scaled.target->config().hidden_size > small.target->config().hidden_size);
+    const Tokenizer tok = bench::harness::load_tokenizer(repo / "models");
+    const std::vector<bench::harness::Prompt> prompts = bench::harness::load_prompts(repo / "data/prompts.jsonl", 1, tok, "test");
+    REQUIRE(prompts.size() == 1u);
+    const GenerateOptions opts{.max_new_tokens = 12};
+    for (const bench::MethodSpec& m : methods) {
+        CAPTURE(m.name);
+        const bench::Run a = bench::run_method(m, small, prompts[0].tokens, opts);
+        const bench::Run b = bench::run_method(m, scaled, prompts[0].tokens, opts);
+        REQUIRE(a.g.tokens.size() == 12u);
+        CHECK(b.g.tokens == a.g.tokens);
+    }
+}
