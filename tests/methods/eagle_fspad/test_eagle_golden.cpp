@@ -77,7 +77,7 @@ TEST_CASE("the committed golden drafter folder is what the exporter writes for i
     fs::remove_all(again);
 }
 
-TEST_CASE("specdec's EAGLE-layout logits equal PyTorch's reference forward", "[eagle][layout][golden]") {
+TEST_CASE("specdec and a PyTorch reference forward give the same EAGLE-layout logits", "[eagle][layout][golden]") {
     if (skip_without(kGolden / "logits.json")) return;
     const fs::path dir = kGolden / "drafter";
     const Target t = target_of(dir);
