@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "skip_without.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;
@@ -59,18 +60,7 @@ std::vector<Case> read_cases(const fs::path& base) {
 }
 
 /// A vocabulary the repository may not ship (Meta's licence): ctest reports the case as skipped (exit 77).
-bool skip_without(const fs::path& file) {
-    if (fs::exists(file)) return false;
-    const std::string why = "SKIPPED: " + file.string() +
-                            " is absent (not redistributable; scripts/llama_cpp_interop.sh --vocab copies it from node-llama-cpp)";
-    if (std::getenv("SPECDEC_CTEST") != nullptr) {
-        std::fprintf(stderr, "%s\n", why.c_str());
-        std::exit(77);
-    }
-    WARN(why);
-    SUCCEED("skipped");
-    return true;
-}
+bool skip_without(const fs::path& file) { return test::skip_without(file, "not redistributable; scripts/llama_cpp_interop.sh --vocab copies it from node-llama-cpp"); }
 
 /// Encodes every case of kDir/<name>.inp/.out with the vocabulary `vocab`; returns how many match.
 int check_vocab(const fs::path& vocab, GgufTokenizer::Kind kind, bool check_decode) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "skip_without.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;
@@ -23,18 +24,7 @@ namespace {
 
 const fs::path kGolden = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/hf_golden";
 
-bool skip_without(const fs::path& file) {
-    if (fs::exists(file)) return false;
-    const std::string why = "SKIPPED: " + file.string() +
-                            " is absent (run scripts/make_hf_golden.py where PyTorch and transformers are installed)";
-    if (std::getenv("SPECDEC_CTEST") != nullptr) {
-        std::fprintf(stderr, "%s\n", why.c_str());
-        std::exit(77);
-    }
-    WARN(why);
-    SUCCEED("skipped");
-    return true;
-}
+bool skip_without(const fs::path& file) { return test::skip_without(file, "run scripts/make_hf_golden.py where PyTorch and transformers are installed"); }
 
 /// The logits of the folder `dir` against logits.json, for the reference and the fast model.
 void check_logits(const fs::path& dir, const json::Value& golden) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "skip_without.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;
@@ -37,18 +38,7 @@ std::vector<int> ids_of(const json::Value& v) {
 
 /// A file the tests may not ship (Meta's licence): ctest reports the case as skipped (exit 77,
 /// SKIP_RETURN_CODE in CMakeLists.txt); run by hand, the case warns and passes nothing else.
-bool skip_without(const fs::path& file) {
-    if (fs::exists(file)) return false;
-    const std::string why = "SKIPPED: " + file.string() +
-                            " is absent (not redistributable; run scripts/make_tokenizer_golden.mjs to fetch it)";
-    if (std::getenv("SPECDEC_CTEST") != nullptr) {
-        std::fprintf(stderr, "%s\n", why.c_str());
-        std::exit(77);
-    }
-    WARN(why);
-    SUCCEED("skipped");
-    return true;
-}
+bool skip_without(const fs::path& file) { return test::skip_without(file, "not redistributable; run scripts/make_tokenizer_golden.mjs to fetch it"); }
 
 /// Mistral's file in the newer spelling: no normalizer, a Metaspace pre-tokenizer prepending "▁"
 /// at the start of the text only (the script makes the same edit).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "skip_without.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;
@@ -21,18 +22,7 @@ namespace {
 
 const fs::path kGolden = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/eagle_golden";
 
-bool skip_without(const fs::path& file) {
-    if (fs::exists(file)) return false;
-    const std::string why = "SKIPPED: " + file.string() +
-                            " is absent (run scripts/make_eagle_golden.py where PyTorch is installed)";
-    if (std::getenv("SPECDEC_CTEST") != nullptr) {
-        std::fprintf(stderr, "%s\n", why.c_str());
-        std::exit(77);
-    }
-    WARN(why);
-    SUCCEED("skipped");
-    return true;
-}
+bool skip_without(const fs::path& file) { return test::skip_without(file, "run scripts/make_eagle_golden.py where PyTorch is installed"); }
 
 json::Value read_json(const fs::path& file) { return json::parse(detail::read_text_file(file, "test"), file.string()); }
 
