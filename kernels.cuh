@@ -786,4 +786,34 @@ inline void launch_sample_rows(cudaStream_t s, int* out, const float* probs, int
     check_launch();
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Training (detail/cuda/train_device.cuh): the device trainer's pieces and the bf16 copies its products read
+
+/// op(i) for every i in [0, n): one thread per piece of a device_ops.hpp functor.
+template <class Op>
+__global__ void run_pieces(std::int64_t n, Op op) {
+    const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) op(i);
+}
+
+template <class Op>
+void launch_pieces(cudaStream_t s, std::int64_t n, const Op& op) {
+    if (n <= 0) return;
+    constexpr int kThreads = 256;
+    run_pieces<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, s>>>(n, op);
+    check_launch();
+}
+
+/// out (n) bf16 = x (n) fp32, round to nearest even: what cuBLASLt reads of an fp32 operand.
+static __global__ void to_bf16(__nv_bfloat16* out, const float* x, std::int64_t n) {
+    const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = __float2bfloat16(x[i]);
+}
+
+inline void launch_to_bf16(cudaStream_t s, __nv_bfloat16* out, const float* x, std::int64_t n) {
+    if (n <= 0) return;
+    to_bf16<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(out, x, n);
+    check_launch();
+}
+
 }  // namespace specdec::kernels

@@ -140,6 +140,10 @@
 #include "detail/train/trainable_llama.hpp"           // defines: train::TrainableLlama (forward + hand-written backward)
 #include "detail/train/optimizer.hpp"                 // defines: train::AdamW, train::CosineSchedule, train::clip_grad_norm
 #include "detail/train/dataset.hpp"                   // defines: train::TokenFile, random_windows, evaluate, teacher cache
+#include "detail/train/device_ops.hpp"                // defines: train::ops (the device trainer's steps: one functor per kernel)
+#include "detail/train/device_llama.hpp"              // defines: train::DeviceLlama, DeviceTensors, DeviceAdamW (the trainer
+                                                      //          written for a device: the GPU trainer with CudaDevice)
+#include "detail/train/host_device.hpp"               // defines: train::HostDevice (the device trainer's kernels on the CPU)
 #endif
 
 // ---- loop: the decoding loop and its metrics
@@ -171,6 +175,7 @@
 #include "detail/methods/edd_pct/edd.hpp"             // defines: EddProposer, load_edd_checkpoint, edd_hidden_layer (EDD's drafter)
 #if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/methods/edd_pct/train_edd.hpp"       // defines: train::dual_block_mask, edd_teacher, edd_batch, edd_forward_loss
+#include "detail/methods/edd_pct/device_edd.hpp"      // defines: train::DeviceEdd (EDD's drafter trained on a device)
 #endif
 
 // ---- methods/eagle_fspad: EAGLE-2's dynamic tree, EAGLE's feature drafter, FSPAD (fspad.txt)
@@ -179,6 +184,9 @@
 #include "detail/methods/eagle_fspad/widen_feature.hpp"    // defines: widen_feature (EAGLE's / FSPAD's drafter reading a widened target)
 #include "detail/methods/eagle_fspad/train_feature.hpp"    // defines: train::TrainableFeatureDrafter, feature_batch, feature_loss (L = 0.1 L_t + L_f)
 #include "detail/methods/eagle_fspad/eagle_layout.hpp"     // defines: save_eagle_layout, load_eagle_layout, load_feature_drafter (SGLang's / vLLM's EAGLE folder)
+#if !defined(SPECDEC_DECODING_ONLY)
+#include "detail/methods/eagle_fspad/device_feature_drafter.hpp"  // defines: train::DeviceFeatureDrafter (EAGLE's / FSPAD's drafter trained on a device)
+#endif
 
 // ---- methods/mcsd: improved multi-candidate speculative decoding (improved-mcsd.txt)
 #include "detail/methods/mcsd/mcsd_tree.hpp"           // defines: McsdTree, k_config_nodes (MCSD's draft-initialised k-config tree)
@@ -196,5 +204,6 @@
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
 #if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/cuda/glide.cuh"                      // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
+#include "detail/cuda/train_device.cuh"               // defines: train::CudaDevice (the device trainer on the GPU: kernels, bf16 products)
 #endif
 #endif

@@ -42,8 +42,11 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "bench/ceilings.hpp"
+#include "bench/compose.hpp"
+#include "feature_trainer.hpp"
 #include "specdec.hpp"
 
 using namespace specdec;
@@ -111,6 +114,12 @@ CosineSchedule schedule_from(const json::Value& hp, int steps) {
 struct RunOptions {
     bool resume = false;        // continue from build/checkpoints/<name>/ when a state is there
     int checkpoint_every = 100; // steps between states written
+    // Feature drafters only (make_feature):
+    std::string device = "cpu";  // cpu | cuda
+    std::string target_scale;    // 110m | 1b | 7b: the widened target (empty: the demo target)
+    std::string out;             // write <out>/<name> instead of models/<name>
+    int steps = 0, batch = 0;    // > 0: override train.json's
+    double max_seconds = 0;      // > 0: stop the loop when this much time is spent
 };
 
 fs::path state_path(const std::string& name) { return fs::path("build/checkpoints") / name / "train_state.safetensors"; }
@@ -218,7 +227,7 @@ void log_rates(json::Object& log, const RunRecord& run, int steps, int B, int T,
 /// The f32 FMA ceiling of `pool`'s threads right now (ceilings.hpp). A run measures it at the start
 /// and at every held-out evaluation and keeps the best: on a shared machine one measurement can find
 /// the cores busy, lower the ceiling and raise the utilisation.
-double fma_ceiling(ThreadPool& pool) { return bench::fma_ceiling(pool); }
+double fma_ceiling(ThreadPool& pool) { return ::bench::fma_ceiling(pool); }
 
 int make_model(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, tokenizer and data.
@@ -566,30 +575,46 @@ int make_edd(const std::string& name, const RunOptions& options) {
 /// ablations train with the same code. Several names train side by side on the same windows (their
 /// train.json must agree on target, data, steps and seed): the target's forward, most of a step's
 /// cost, is computed once for all. No --resume: these runs are short.
+///
+/// --device cuda trains on the GPU (feature_trainer.hpp), --target-scale 110m|1b|7b against the widened
+/// target (the demo target at a larger model's cost, the benchmark's: a simulation, labelled in the log),
+/// --out DIR writes DIR/<name> instead of models/<name>, --steps / --batch override train.json's, and
+/// --max-seconds stops the loop when the time is spent (the log says how many steps ran).
 int make_feature(const std::vector<std::string>& names, const RunOptions& options) {
+    using namespace feature_training;
     // Step 1: hyperparameters (shared: data and steps; per drafter: connector, PAD, loss weight, rates).
     struct Drafter {
         std::string name;
-        fs::path dir;
+        fs::path dir, out;
         json::Value hp;
         std::string connector;
         bool pad = false;
         bool eagle_layout = false;  // "layout": "eagle": EAGLE-1/2's layer, without its end norms (exports to SGLang / vLLM)
         double token_weight = 0.1, clip = 0.5;
+        float weight_decay = 0.0f;
+        std::vector<std::string> frozen;
         CosineSchedule schedule;
-        std::unique_ptr<TrainableFeatureDrafter> model;
-        std::unique_ptr<AdamW<>> optimizer;
-        std::unique_ptr<AdamW<ConnectorShape, ConnectorWeights>> connector_optimizer;
+        std::unique_ptr<FeatureTrainer> trainer;
         std::size_t n_params = 0;
         RunRecord run;
         Series train_t{"train L_t", {}, {}}, train_f{"train L_f", {}, {}}, held_t{"held-out L_t", {}, {}},
             held_f{"held-out L_f", {}, {}};
     };
+    const bool cuda = options.device == "cuda";
+    detail::require(cuda || options.device == "cpu", "train_demo", [&] {
+        return "--device '" + options.device + "' is neither cpu nor cuda";
+    });
+#if !defined(SPECDEC_TRAIN_DEMO_CUDA)
+    detail::require(!cuda, "train_demo", [] {
+        return std::string("--device cuda: this train_demo was built without CUDA (configure with nvcc on PATH)");
+    });
+#endif
     std::vector<Drafter> ds(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
         Drafter& d = ds[i];
         d.name = names[i];
         d.dir = fs::path("models") / d.name;
+        d.out = options.out.empty() ? d.dir : fs::path(options.out) / d.name;
         d.hp = json::parse(read_file(d.dir / "train.json"), (d.dir / "train.json").string());
         const json::Value& fo = d.hp.at("feature");
         d.connector = fo.at("connector").as_string();
@@ -606,22 +631,52 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
         }
         d.token_weight = fo.at("token_weight").as_double();
         d.clip = d.hp.at("grad_clip").as_double();
+        d.weight_decay = static_cast<float>(d.hp.at("weight_decay").as_double());
         for (const char* shared : {"target", "steps", "batch", "seq_len", "seed", "threads", "eval_windows"})
             detail::require(json::dump(d.hp.at(shared)) == json::dump(ds[0].hp.at(shared)), "train_demo", [&] {
                 return "models/" + d.name + "/train.json: '" + shared + "' differs from models/" + ds[0].name +
                        "'s; drafters trained together share the target, the data, the steps and the seed";
             });
+        fs::create_directories(d.out);
     }
     const json::Value& hp = ds[0].hp;
-    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    int steps = options.steps > 0 ? options.steps : static_cast<int>(hp.at("steps").as_int());
+    const int steps_requested = steps;  // --max-seconds may fit fewer
+    const int B = options.batch > 0 ? options.batch : static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
     const std::string target_name = hp.at("target").as_string();
     if (options.resume) std::printf("--resume is not supported for feature drafters; starting from step 0\n");
-    ThreadPool pool(threads);
-    const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
-    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
-    const int layer = target_ck.config.num_hidden_layers;  // the feature: the final normed state
+    ThreadPool pool(cuda ? static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) : threads);
+    Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
+    std::string target_label = target_name;
+    if (!options.target_scale.empty()) {  // the benchmark's widened target: the same outputs at a larger model's cost
+        target_ck = widen(target_ck, widen_preset(options.target_scale), specdec::bench::kTargetWidenSeed);
+        // The drafter borrows the target's head: an untied one is read into memory (widen defers it).
+        if (!target_ck.config.tie_word_embeddings && target_ck.weights.lm_head.empty())
+            if (const MatrixRows* rows = target_ck.weights.deferred ? target_ck.weights.deferred->find("lm_head.weight") : nullptr) {
+                std::vector<float>& head = target_ck.weights.lm_head;
+                head.resize(static_cast<std::size_t>(rows->m) * rows->k);
+                for (int j = 0; j < rows->m; ++j) {
+                    const RowRef r = rows->row(j);
+                    for (int p = 0; p < rows->k; ++p)
+                        head[static_cast<std::size_t>(j) * rows->k + p] = r.bf != nullptr ? to_float(r.bf[p]) : r.f32[p];
+                }
+            }
+        target_label = target_name + " at " + options.target_scale + " cost (cost-scaled: a simulation, docs/widening.md)";
+    }
+    Teacher teacher;
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (cuda) teacher = cuda_teacher(target_ck, T, pool);
+#endif
+    if (!cuda) {
+        auto target = std::make_shared<CpuModel>(target_ck.config, target_ck.weights,
+                                                 ModelOptions{.weight_format = options.target_scale.empty() ? WeightFormat::kF32 : WeightFormat::kBF16,
+                                                              .pool = &pool});
+        teacher = [target, &pool, layer = target_ck.config.num_hidden_layers](const WindowBatch& w) {
+            return hidden_teacher(*target, pool, layer, w);
+        };
+    }
     const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
     train_file.check_vocab(target_ck.config.vocab_size);
     const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
@@ -629,125 +684,186 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
     std::vector<FeatureBatch> eval_set;  // held-out windows with the target's features and laws, computed once
     for (int first = 0; first < eval_windows; first += B) {
         const WindowBatch w = spaced_windows(test_file, test_range, T, eval_windows, first, std::min(B, eval_windows - first));
-        eval_set.push_back(feature_batch(w, hidden_teacher(target, pool, layer, w), target_ck.weights.embed));
+        eval_set.push_back(feature_batch(w, teacher(w), target_ck.weights.embed));
     }
 
     // Step 2: each drafter (embedding and head: the target's, frozen; layer and connector at random).
-    const double fma_peak = fma_ceiling(pool);
+    const double fma_peak = cuda ? 0.0 : fma_ceiling(pool);
+    GpuInfo gpu;
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (cuda) gpu = cuda_info();
+#endif
+    const auto make_trainer = [&](const FeatureCheckpoint& init, const Drafter& d) -> std::unique_ptr<FeatureTrainer> {
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+        if (cuda) return cuda_feature_trainer(init, d.frozen, d.weight_decay);
+#endif
+        return std::make_unique<CpuFeatureTrainer>(init, pool, d.frozen, d.weight_decay);
+    };
+    double flops_per_token = 0.0;  // model FLOPs of one drafter's training step per token (the first drafter's)
     for (Drafter& d : ds) {
         d.schedule = schedule_from(d.hp, steps);
         const Connector kind = d.connector == "fc" ? Connector::kFc : Connector::kSampler;
         FeatureCheckpoint init = initial_feature_drafter(target_ck.config, target_ck.weights, kind, d.pad, seed,
                                                          static_cast<float>(d.hp.at("init_std").as_double()));
         init.config.identity_end_norms = d.eagle_layout;  // EAGLE-1/2's layer (cnets.py): no input norm on layer 0, no final norm
-        d.model = std::make_unique<TrainableFeatureDrafter>(std::move(init), pool);
-        const Config& cfg = d.model->layer().config();
-        const float wd = static_cast<float>(d.hp.at("weight_decay").as_double());
-        AdamWOptions ao{.beta1 = 0.9f, .beta2 = 0.95f, .weight_decay = wd, .frozen = {"model.embed_tokens.weight"}};
-        if (!cfg.tie_word_embeddings) ao.frozen.push_back("lm_head.weight");
+        const Config& cfg = init.config;
+        d.frozen = {"model.embed_tokens.weight"};
+        if (!cfg.tie_word_embeddings) d.frozen.push_back("lm_head.weight");
         if (d.eagle_layout) {  // the two norms the layout skips: kept (unread) at their initial ones
-            ao.frozen.push_back("model.norm.weight");
-            ao.frozen.push_back("model.layers.0.input_layernorm.weight");
+            d.frozen.push_back("model.norm.weight");
+            d.frozen.push_back("model.layers.0.input_layernorm.weight");
         }
-        d.optimizer = std::make_unique<AdamW<>>(cfg, d.model->layer().params(), ao);
-        d.connector_optimizer = std::make_unique<AdamW<ConnectorShape, ConnectorWeights>>(
-            d.model->connector_shape(), d.model->connector_params(), AdamWOptions{.beta1 = 0.9f, .beta2 = 0.95f, .weight_decay = wd});
-        d.n_params = parameter_count(d.model->layer().params(), cfg) - d.model->layer().params().embed.size() -
-                     d.model->layer().params().lm_head.size() - (d.eagle_layout ? 2 * static_cast<std::size_t>(cfg.hidden_size) : 0);
-        for_each_tensor(d.model->connector_params(), d.model->connector_shape(),
-                        [&](const std::string&, const std::vector<float>& t, std::size_t) { d.n_params += t.size(); });
+        d.n_params = parameter_count(init.weights, cfg) - init.weights.embed.size() - init.weights.lm_head.size() -
+                     (d.eagle_layout ? 2 * static_cast<std::size_t>(cfg.hidden_size) : 0);
+        std::size_t connector_params = 0;
+        for_each_tensor(init.connector_weights, ConnectorShape{kind, cfg.hidden_size, init.sampler_size},
+                        [&](const std::string&, const std::vector<float>& t, std::size_t) { connector_params += t.size(); });
+        d.n_params += connector_params;
+        // 3 x the layer's forward over windows of T - 1 rows, less the frozen head's weight gradient (never
+        // computed), plus the connector's three products.
+        if (&d == &ds[0])
+            flops_per_token = 3.0 * forward_flops_per_token(cfg, T - 1) -
+                              2.0 * double(cfg.vocab_size) * cfg.hidden_size + 6.0 * double(connector_params);
+        d.trainer = make_trainer(init, d);
         d.run.fma_peak = fma_peak;
         std::printf("%s: %zu trained parameters (%s connector%s, one layer%s; %s's embedding and head frozen), L = %.2f "
-                    "L_t + L_f, %d steps of %d x %d tokens, %d threads\n",
+                    "L_t + L_f, %d steps of %d x %d tokens, on %s\n",
                     d.name.c_str(), d.n_params, d.connector.c_str(), d.pad ? ", PAD" : "",
-                    d.eagle_layout ? " without its end norms (EAGLE layout)" : "", target_name.c_str(),
-                    d.token_weight, steps, B, T, threads);
+                    d.eagle_layout ? " without its end norms (EAGLE layout)" : "", target_label.c_str(), d.token_weight,
+                    steps, B, T, cuda ? ("the GPU (" + gpu.name + ")").c_str() : (std::to_string(threads) + " threads").c_str());
     }
     // Held-out: L_t, L_f and how often the drafter's argmax is the target's (one step ahead, target features).
     struct Held {
         double token = 0, feature = 0, agree = 0;
     };
-    const auto evaluate_feature = [&](TrainableFeatureDrafter& m, double token_weight) {
+    const auto evaluate_feature = [&](FeatureTrainer& m, double token_weight) {
         Held h;
         for (const FeatureBatch& b : eval_set) {
-            const FeatureLoss l = m.forward_loss(b, token_weight, false);
-            h.token += l.token * b.B, h.feature += l.feature * b.B, h.agree += m.top1_agreement(b) * b.B;
+            double top1 = 0.0;
+            const FeatureLoss l = m.evaluate(b, token_weight, top1);
+            h.token += l.token * b.B, h.feature += l.feature * b.B, h.agree += top1 * b.B;
         }
         h.token /= eval_windows, h.feature /= eval_windows, h.agree /= eval_windows;
         return h;
     };
 
-    // Step 3: the loop: one target forward per step, then every drafter on the same batch.
+    // Step 3: the loop: one target forward per step, then every drafter on the same batch. With --max-seconds
+    // the run is fitted to the time after kFitAfter steps: the step count (and the schedule's length with it)
+    // becomes what the measured rate allows, keeping a tenth of the time for the evaluations and the saves.
     const int eval_every = std::max(1, steps / 10);
-    ProgressLine progress(std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10});
-    double smooth = 0.0, teacher_seconds = 0.0;
+    constexpr int kFitAfter = 5;
+    const auto progress_line = [&](int first) {
+        return std::make_unique<ProgressLine>(
+            std::cerr, steps, ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10, .first_step = first});
+    };
+    std::unique_ptr<ProgressLine> progress = progress_line(0);
+    const auto t_loop = std::chrono::steady_clock::now();
+    const auto loop_seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_loop).count(); };
+    double smooth = 0.0, teacher_seconds = 0.0, units_before = 0.0;
+    int done = 0;
     for (int step = 0; step < steps; ++step) {
+        if (options.max_seconds > 0 && step == kFitAfter && steps > kFitAfter) {
+            const int fit = std::max(kFitAfter + 1, static_cast<int>(0.9 * options.max_seconds / (loop_seconds() / kFitAfter)));
+            if (fit < steps) {
+                std::printf("--max-seconds %.0f: %.2f s per step, so %d steps instead of %d (the schedule shortened with them)\n",
+                            options.max_seconds, loop_seconds() / kFitAfter, fit, steps);
+                steps = fit;
+                for (Drafter& d : ds) d.schedule = schedule_from(d.hp, steps);
+                progress->finish();
+                progress = progress_line(kFitAfter);
+                units_before = double(kFitAfter) * B * T;
+            }
+        }
+        if (options.max_seconds > 0 && loop_seconds() > options.max_seconds) {
+            std::printf("--max-seconds %.0f spent after %d of %d steps: stopping here\n", options.max_seconds, step, steps);
+            break;
+        }
         if (step % eval_every == 0)
             for (Drafter& d : ds) {
-                const Held h = evaluate_feature(*d.model, d.token_weight);
+                const Held h = evaluate_feature(*d.trainer, d.token_weight);
                 d.held_t.xs.push_back(step), d.held_t.ys.push_back(h.token);
                 d.held_f.xs.push_back(step), d.held_f.ys.push_back(h.feature);
             }
         const auto t_teacher = std::chrono::steady_clock::now();
         const WindowBatch w = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
-        const FeatureBatch batch = feature_batch(w, hidden_teacher(target, pool, layer, w), target_ck.weights.embed);
+        const FeatureBatch batch = feature_batch(w, teacher(w), target_ck.weights.embed);
         teacher_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_teacher).count();
         for (Drafter& d : ds) {
             const auto t0 = std::chrono::steady_clock::now();
-            d.model->zero_grad();
-            const FeatureLoss loss = d.model->forward_loss(batch, d.token_weight, true);
-            d.model->clip_gradients(d.clip);
-            const float lr = d.schedule.at(step);
-            d.optimizer->step(pool, d.model->layer().params(), d.model->layer().grads(), lr);
-            d.connector_optimizer->step(pool, d.model->connector_params(), d.model->connector_grads(), lr);
+            const FeatureLoss loss = d.trainer->step(batch, d.token_weight, d.clip, d.schedule.at(step));
             d.train_t.xs.push_back(step + 1), d.train_t.ys.push_back(loss.token);
             d.train_f.xs.push_back(step + 1), d.train_f.ys.push_back(loss.feature);
             d.run.step_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             d.run.step = step + 1;
             if (&d == &ds[0]) smooth = step == 0 ? loss.total : 0.95 * smooth + 0.05 * loss.total;
         }
-        progress.update(step + 1, smooth, double(step + 1) * B * T);
+        done = step + 1;
+        progress->update(step + 1, smooth, double(step + 1) * B * T - units_before);
     }
-    progress.finish();
-    const double seconds = progress.seconds_since_start();
+    progress->finish();
+    const double seconds = loop_seconds();
 
     // Step 4: each checkpoint (model_type "eagle" or "fspad"), the chart of L_t and L_f, a log, as shipped.
     for (Drafter& d : ds) {
-        const Held final_eval = evaluate_feature(*d.model, d.token_weight);
-        d.held_t.xs.push_back(steps), d.held_t.ys.push_back(final_eval.token);
-        d.held_f.xs.push_back(steps), d.held_f.ys.push_back(final_eval.feature);
-        save_feature_checkpoint(d.dir, d.model->checkpoint(), SaveFormat::kBF16);
-        fs::copy_file("models/tokenizer.json", d.dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-        write_svg_chart((d.dir / "loss.svg").string(),
+        const Held final_eval = evaluate_feature(*d.trainer, d.token_weight);
+        d.held_t.xs.push_back(done), d.held_t.ys.push_back(final_eval.token);
+        d.held_f.xs.push_back(done), d.held_f.ys.push_back(final_eval.feature);
+        save_feature_checkpoint(d.out, d.trainer->checkpoint(), SaveFormat::kBF16);
+        fs::copy_file("models/tokenizer.json", d.out / "tokenizer.json", fs::copy_options::overwrite_existing);
+        write_svg_chart((d.out / "loss.svg").string(),
                         d.name + ": L_t (soft cross-entropy, nats) and L_f (SmoothL1 to the target's feature)",
                         std::vector<Series>{d.train_t, d.train_f, d.held_t, d.held_f},
                         ChartOptions{.x_label = "step", .y_label = "loss per row"});
-        TrainableFeatureDrafter shipped(load_feature_checkpoint(d.dir), pool);
-        const Held bf16_eval = evaluate_feature(shipped, d.token_weight);
+        const double product_flops = d.trainer->product_flops();
+        d.trainer.reset();  // the shipped copy below takes its place (on the GPU: its memory)
+        const std::unique_ptr<FeatureTrainer> shipped = make_trainer(load_feature_checkpoint(d.out), d);
+        const Held bf16_eval = evaluate_feature(*shipped, d.token_weight);
         json::Object log;
         log.set("parameters_trained", static_cast<std::int64_t>(d.n_params));
         log.set("target", target_name);
+        if (!options.target_scale.empty()) {
+            log.set("target_scale", options.target_scale);
+            log.set("target_label", target_label);
+        }
         log.set("connector", d.connector);
         log.set("partial_alignment", d.pad);
         if (d.eagle_layout) log.set("layout", "eagle");
         log.set("token_weight", d.token_weight);
-        log.set("steps", steps);
+        log.set("device", cuda ? "cuda" : "cpu");
+        log.set("steps", done);
+        log.set("steps_requested", steps_requested);
         log.set("batch", B);
         log.set("seq_len", T);
-        log.set("threads", threads);
+        log.set("threads", cuda ? 0 : threads);
         log.set("step_seconds", d.run.step_seconds);  // this drafter's own updates
         log.set("teacher_seconds", teacher_seconds);  // the target's forwards, shared by the drafters trained together
         log.set("wall_seconds", seconds);
+        const double tokens_per_second = double(done) * B * (T - 1) / d.run.step_seconds;
+        log.set("tokens_per_second", tokens_per_second);  // rows trained per second of this drafter's steps
+        log.set("model_flops_per_token", flops_per_token);
+        if (cuda) {
+            log.set("gpu", gpu.name);
+            log.set("bf16_gemm_peak_tflops", gpu.bf16_tflops);  // measured: 8192^3 bf16 products through cuBLASLt
+            log.set("mfu", tokens_per_second * flops_per_token / (gpu.bf16_tflops * 1e12));
+            log.set("product_flops_per_second", product_flops / d.run.step_seconds);  // includes the evaluations' forwards
+        } else {
+            log.set("fma_peak_gflops", fma_peak);
+            log.set("flops_utilization", tokens_per_second * flops_per_token / (fma_peak * 1e9));
+        }
         log.set("trained_with", json::Array(names.begin(), names.end()));
         log.set("heldout_token_loss", bf16_eval.token);
         log.set("heldout_feature_loss", bf16_eval.feature);
         log.set("heldout_top1_agreement", bf16_eval.agree);
         log.set("heldout_tokens", static_cast<std::int64_t>(eval_windows) * T);
-        std::ofstream(d.dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+        std::ofstream(d.out / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
         std::printf("%s: held-out L_t %.3f, L_f %.4f, top-1 agreement %.3f (bf16 checkpoint; float32 before saving "
                     "%.3f / %.4f / %.3f), its updates %.0f s + the shared target %.0f s, wrote %s\n",
                     d.name.c_str(), bf16_eval.token, bf16_eval.feature, bf16_eval.agree, final_eval.token,
-                    final_eval.feature, final_eval.agree, d.run.step_seconds, teacher_seconds, d.dir.string().c_str());
+                    final_eval.feature, final_eval.agree, d.run.step_seconds, teacher_seconds, d.out.string().c_str());
+        if (cuda)
+            std::printf("%s: %.0f tokens/s, %.1f%% of the measured bf16 product rate (%.0f TFLOP/s on %s)\n", d.name.c_str(),
+                        tokens_per_second, 100.0 * tokens_per_second * flops_per_token / (gpu.bf16_tflops * 1e12),
+                        gpu.bf16_tflops, gpu.name.c_str());
     }
     return 0;
 }
@@ -786,7 +902,25 @@ int main(int argc, char** argv) try {
         RunOptions feature_options;
         for (int i = 2; i < argc; ++i) {
             const std::string a = argv[i];
+            const auto value = [&]() -> std::string {
+                detail::require(i + 1 < argc, "train_demo", [&] { return a + " needs a value"; });
+                return argv[++i];
+            };
+            const auto count = [&](const std::string& v) {
+                char* end = nullptr;
+                const double x = std::strtod(v.c_str(), &end);
+                detail::require(end != v.c_str() && *end == '\0' && x > 0, "train_demo",
+                                [&] { return a + " " + v + ": expected a positive number"; });
+                return x;
+            };
             if (a == "--resume") feature_options.resume = true;
+            else if (a == "--device") feature_options.device = value();
+            else if (a == "--target-scale") feature_options.target_scale = value();
+            else if (a == "--out") feature_options.out = value();
+            else if (a == "--steps") feature_options.steps = static_cast<int>(count(value()));
+            else if (a == "--batch") feature_options.batch = static_cast<int>(count(value()));
+            else if (a == "--max-seconds") feature_options.max_seconds = count(value());
+            else if (a.rfind("--", 0) == 0) detail::fail("train_demo", "unknown option '" + a + "' for " + what);
             else names.push_back(a);
         }
         return make_feature(names, feature_options);
@@ -796,7 +930,8 @@ int main(int argc, char** argv) try {
                          "       train_demo model <name> [--resume] [--checkpoint-every N]\n"
                          "       train_demo glide <name> [--resume] [--checkpoint-every N]\n"
                          "       train_demo edd <name> [--resume] [--checkpoint-every N]\n"
-                         "       train_demo eagle|fspad <name> [<name> ...]   (from the repository root)\n");
+                         "       train_demo eagle|fspad <name> [<name> ...] [--device cpu|cuda] [--target-scale 110m|1b|7b]\n"
+                         "                  [--out DIR] [--steps N] [--batch N] [--max-seconds S]   (from the repository root)\n");
     return 2;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -9,7 +9,7 @@
 #   1. build the CUDA tests and benchmark for this GPU's architecture: with CMake when cmake and
 #      Catch2's package are here (adding include(cmake/cuda.cmake) to a scratch copy of CMakeLists.txt
 #      if the repository's does not include it yet), else — or if that fails — with nvcc directly
-#   2. the CUDA tests                                    -> tests.log
+#   2. the CUDA tests (the GPU trainer's among them)     -> tests.log
 #   3. examples/bench/bench_cuda.cu                      -> bench_cuda.txt, bench_cuda.csv
 #   4. scripts/bench_torch.py (HF LlamaForCausalLM bf16) -> bench_torch.txt, bench_torch.csv
 #   5. compute-sanitizer memcheck over the tests (all but [generate]) -> memcheck.log
@@ -42,25 +42,7 @@ mkdir -p "$build"
 : > "$out/summary.txt"
 deadline=$(( $(date +%s) + ${GPU_CHECK_SECONDS:-540} ))
 
-# step NAME CAP_SECONDS LOG COMMAND...: runs COMMAND with its output in $out/LOG, for at most CAP
-# seconds and never past the deadline; records the exit code (124 = timed out).
-step() {
-    local name=$1 cap=$2 log=$3
-    shift 3
-    local left=$(( deadline - $(date +%s) ))
-    if (( left < 15 )); then
-        echo "$name: skipped, the time budget is spent" | tee -a "$out/summary.txt"
-        return 1
-    fi
-    (( cap > left )) && cap=$left
-    echo "== $name (at most ${cap}s)"
-    local t0
-    t0=$(date +%s)
-    timeout --kill-after=10 "$cap" "$@" > "$out/$log" 2>&1
-    local rc=$?
-    echo "$name: rc=$rc in $(( $(date +%s) - t0 ))s -> $log" | tee -a "$out/summary.txt"
-    return $rc
-}
+source "$root/scripts/gpu_step.sh"
 
 # ---- tools ------------------------------------------------------------------------------------------
 nvcc="$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)"
@@ -113,7 +95,7 @@ if [ ! -x "$tests" ] || [ ! -x "$bench" ]; then
     flags="-std=c++20 -O2 -arch=sm_$arch -I$root -I$root/tests --Werror=all-warnings -diag-suppress=1675"
     flags+=" -Xcompiler=-Wall,-Wextra,-Werror${catch2_include:+ -I$catch2_include}"
     step build_nvcc 360 build_nvcc.log bash -c "
-        '$nvcc' $flags tests/cuda/main.cpp tests/cuda/test_cuda.cu -lcublasLt -o '$tests' & t=\$!
+        '$nvcc' $flags tests/cuda/main.cpp tests/cuda/test_cuda.cu tests/cuda/test_cuda_train.cu -lcublasLt -o '$tests' & t=\$!
         '$nvcc' $flags examples/bench/bench_cuda.cu -lcublasLt -o '$bench' & b=\$!
         wait \$t; rt=\$?; wait \$b; exit \$(( rt | \$? ))"
 fi

@@ -9,10 +9,18 @@ cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 jobs=$(nproc)
 
+# ccache where installed: paths are hashed relative to this checkout, so a fresh clone in another folder
+# rebuilds only what changed since a build of the same sources (llama.cpp's build uses ccache the same way).
+launcher=()
+if command -v ccache >/dev/null; then
+    export CCACHE_BASEDIR="$PWD"
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
+
 echo "== Release build + tests"
 # Where nvcc is found the CUDA tests and benchmark are compiled too; for sm_90 only here (a compile
 # check: each architecture doubles nvcc's time), while scripts/gpu_check.sh builds for the GPU at hand.
-cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${launcher[@]}"
 cmake --build build/release -j "$jobs"
 
 echo "== find_package(specdec) from an installed copy"
@@ -28,7 +36,7 @@ echo "== ASan + UBSan build + tests"
 # -O1 -g1 (line tables: stack traces keep file and line): a test file took 77 s to compile at -O2 -g
 # under the sanitizers and 26 s at -O1 -g1, while the suite runs 71 s instead of 51 s.
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
-    -DSPECDEC_SANITIZE=ON -DSPECDEC_BUILD_EXAMPLES=OFF
+    -DSPECDEC_SANITIZE=ON -DSPECDEC_BUILD_EXAMPLES=OFF "${launcher[@]}"
 cmake --build build/asan -j "$jobs"
 ctest --test-dir build/asan --output-on-failure -j "$jobs"
 

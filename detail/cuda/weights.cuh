@@ -4,8 +4,14 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "../model/bf16.hpp"
@@ -117,14 +123,66 @@ DeviceLayer upload_layer(const Layer& l) {
 }  // namespace detail
 
 /// The float32 host weights of a checkpoint, on the device (validated against `c` first).
+namespace detail {
+
+/// t (m, k) = the rows of a deferred matrix, over every hardware thread (MatrixRows::row may be called
+/// from several at once); the first error a row throws is rethrown.
+inline void fill_from_rows(std::vector<float>& t, const MatrixRows& rows) {
+    t.resize(static_cast<std::size_t>(rows.m) * rows.k);
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> workers;
+    std::exception_ptr failure;
+    std::mutex failure_mutex;
+    for (int w = 0; w < threads; ++w)
+        workers.emplace_back([&, w] {
+            try {
+                for (int j = w; j < rows.m; j += threads) {
+                    const RowRef r = rows.row(j);
+                    float* out = t.data() + static_cast<std::size_t>(j) * rows.k;
+                    for (int p = 0; p < rows.k; ++p) out[p] = r.bf != nullptr ? to_float(r.bf[p]) : r.f32[p];
+                }
+            } catch (...) {
+                const std::lock_guard<std::mutex> lock(failure_mutex);
+                if (!failure) failure = std::current_exception();
+            }
+        });
+    for (std::thread& t : workers) t.join();
+    if (failure) std::rethrow_exception(failure);
+}
+
+/// Layer l with its deferred matrices (a widened model's, a deferred loader's) read into memory.
+inline LayerWeights resolved_layer(const Weights& w, int l) {
+    LayerWeights x = w.layers[static_cast<std::size_t>(l)];
+    if (!w.deferred) return x;
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    const std::pair<const char*, std::vector<float>*> matrices[] = {
+        {"self_attn.q_proj.weight", &x.wq}, {"self_attn.k_proj.weight", &x.wk}, {"self_attn.v_proj.weight", &x.wv},
+        {"self_attn.o_proj.weight", &x.wo}, {"mlp.gate_proj.weight", &x.w_gate}, {"mlp.up_proj.weight", &x.w_up},
+        {"mlp.down_proj.weight", &x.w_down}};
+    for (const auto& [name, t] : matrices)
+        if (t->empty())
+            if (const MatrixRows* rows = w.deferred->find(p + name)) fill_from_rows(*t, *rows);
+    return x;
+}
+
+}  // namespace detail
+
+/// The model on the device. Deferred matrices (Weights::deferred: a widened model's generated rows, a
+/// deferred loader's mapped file) are read one layer at a time, so a 7B-shaped model never exists as a
+/// float32 copy in host memory (one layer's, about 0.8 GB, at a time).
 inline DeviceWeights upload_weights(const Config& c, const Weights& w) {
     c.validate();
-    validate(w, c);
+    validate(w, c, /*allow_deferred=*/true);
     DeviceWeights d;
     d.embed = detail::upload_bf16({&w.embed});
-    for (const LayerWeights& l : w.layers) d.layers.push_back(detail::upload_layer(l));
+    for (int l = 0; l < c.num_hidden_layers; ++l) d.layers.push_back(detail::upload_layer(detail::resolved_layer(w, l)));
     d.norm = to_device<float>(w.norm);
-    if (!c.tie_word_embeddings) d.lm_head = detail::upload_bf16({&w.lm_head});
+    if (!c.tie_word_embeddings) {
+        std::vector<float> head = w.lm_head;
+        if (head.empty() && w.deferred)
+            if (const MatrixRows* rows = w.deferred->find("lm_head.weight")) detail::fill_from_rows(head, *rows);
+        d.lm_head = detail::upload_bf16({&head});
+    }
     return d;
 }
 

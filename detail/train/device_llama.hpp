@@ -25,6 +25,7 @@
 #include "../model/weights.hpp"
 #include "device_ops.hpp"
 #include "layers.hpp"
+#include "optimizer.hpp"
 #include "trainable_llama.hpp"
 
 namespace specdec::train {
@@ -233,19 +234,12 @@ public:
     Weights grads() const { return host_weights(true); }
 
     /// As TrainableLlama::capture_hidden: 0 = embeddings, l = output of layer l, L = the final normed state.
-    void capture_hidden(std::vector<int> layers) {
-        for (int l : layers)
-            detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "train", [&] {
-                return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
-                       std::to_string(cfg_.num_hidden_layers) + "]";
-            });
-        hidden_layers_ = std::move(layers);
-    }
+    void capture_hidden(std::vector<int> layers) { hidden_layers_ = checked_hidden_layers(std::move(layers), cfg_); }
 
     /// Runs the model over the batch (host inputs; input_embeddings may instead be given on the device
     /// with device_embeddings) and zeroes dlogits and dhidden.
     void forward(const ModelInput& in, const float* device_embeddings = nullptr) {
-        check_input(in, device_embeddings != nullptr);
+        check_model_input(in, cfg_, device_embeddings != nullptr);
         resize(in.B, in.T);
         set_inputs(in);
         const int N = rows(), D = cfg_.hidden_size, L = cfg_.num_hidden_layers;
@@ -307,9 +301,6 @@ public:
         dev_->run(D, ops::EmbeddingBackward{dembed, dinput_.data(), dres_.data(), tokens_.data(), N, D});
     }
 
-    /// Mean next-token cross-entropy of hard targets is TrainableLlama's; the device trainers use soft
-    /// targets (distillation, EAGLE's L_t): see device_soft_target_loss.
-
 private:
     struct Acts {
         Buffer<float> attn_rstd, attn_in, q, k, v, probs, att, x_mid, mlp_rstd, mlp_in, gate, up, act;
@@ -337,39 +328,6 @@ private:
         return w;
     }
 
-    void check_input(const ModelInput& in, bool device_embeddings) const {
-        const std::size_t N = static_cast<std::size_t>(in.B) * in.T;
-        detail::require(in.B > 0 && in.T > 0 && in.tokens.size() == N, "train", [&] {
-            return "device forward: B = " + std::to_string(in.B) + ", T = " + std::to_string(in.T) + " and " +
-                   std::to_string(in.tokens.size()) + " tokens (need B, T > 0 and B*T tokens)";
-        });
-        detail::require(in.positions.empty() || in.positions.size() == N, "train", [&] {
-            return "device forward: " + std::to_string(in.positions.size()) + " positions, expected B*T = " + std::to_string(N);
-        });
-        const std::size_t tt = static_cast<std::size_t>(in.T) * in.T;
-        detail::require(in.mask.empty() || in.mask.size() == tt || in.mask.size() == N * in.T, "train", [&] {
-            return "device forward: mask of " + std::to_string(in.mask.size()) + " entries, expected (T, T) = " +
-                   std::to_string(tt) + " or (B, T, T) = " + std::to_string(N * in.T);
-        });
-        bool soft = false;
-        for (std::size_t i = 0; i < N; ++i) {
-            detail::require(in.tokens[i] == kEmbeddingInput || (in.tokens[i] >= 0 && in.tokens[i] < cfg_.vocab_size), "train", [&] {
-                return "device forward: token " + std::to_string(in.tokens[i]) + " at row " + std::to_string(i) +
-                       " is outside [0, " + std::to_string(cfg_.vocab_size) + ") and is not kEmbeddingInput (-1)";
-            });
-            soft |= in.tokens[i] == kEmbeddingInput;
-        }
-        detail::require(!soft || device_embeddings || in.input_embeddings.size() == N * cfg_.hidden_size, "train", [&] {
-            return "device forward: rows with token kEmbeddingInput need input_embeddings (B, T, D) = " +
-                   std::to_string(N * cfg_.hidden_size) + " floats, got " + std::to_string(in.input_embeddings.size());
-        });
-        for (std::size_t i = 0; i < in.positions.size(); ++i)
-            detail::require(in.positions[i] >= 0 && in.positions[i] < cfg_.max_position_embeddings, "train", [&] {
-                return "device forward: position " + std::to_string(in.positions[i]) + " at row " + std::to_string(i) +
-                       " is outside [0, max_position_embeddings " + std::to_string(cfg_.max_position_embeddings) + ")";
-            });
-    }
-
     void resize(int B, int T) {
         if (B == B_ && T == T_) return;
         const std::size_t N = static_cast<std::size_t>(B) * T, D = cfg_.hidden_size, F = cfg_.intermediate_size;
@@ -392,6 +350,7 @@ private:
         d_att_ = f(N * qd), dq_ = f(N * qd), dk_ = f(N * kvd), dv_ = f(N * kvd), d_norm_in_ = f(N * D);
         d_act_ = f(N * F), d_gate_ = f(N * F), d_up_ = f(N * F), ds_ = f(P);
         tokens_ = dev_->template alloc<int>(N);
+        dhidden_.clear();  // set_inputs makes one per captured layer, N rows
         positions_host_.clear();
         mask_host_.clear();
     }
@@ -420,8 +379,7 @@ private:
             dev_->upload(mask_.data(), mask_host_.data(), mask_host_.size());
         }
         per_sequence_ = mask_host_.size() != static_cast<std::size_t>(in.T) * in.T;
-        dhidden_.clear();
-        for (std::size_t i = 0; i < hidden_layers_.size(); ++i) dhidden_.push_back(dev_->template alloc<float>(N * cfg_.hidden_size));
+        while (dhidden_.size() < hidden_layers_.size()) dhidden_.push_back(dev_->template alloc<float>(N * cfg_.hidden_size));
     }
 
     ops::AttentionGeometry geometry() const {
@@ -463,7 +421,7 @@ private:
         dev_->run(ops::Index(N) * H * (hd / 2), ops::Rope{a.q.data(), rope_fwd_.data(), H, hd});
         dev_->run(ops::Index(N) * Hkv * (hd / 2), ops::Rope{a.k.data(), rope_fwd_.data(), Hkv, hd});
         dev_->run(ops::Index(B_) * H * T_, ops::AttentionProbs{a.probs.data(), a.q.data(), a.k.data(), geometry()});
-        dev_->run(ops::Index(N) * qd, ops::AttentionValues{a.att.data(), a.probs.data(), a.v.data(), geometry()});
+        dev_->run(ops::Index(N) * qd, ops::AttentionWeightedRows{a.att.data(), a.probs.data(), a.v.data(), geometry(), false});
         dev_->copy(a.x_mid.data(), x, a.x_mid.size());
         linear(a.x_mid.data(), a.att.data(), P("self_attn.o_proj.weight"), qd, D, true);
         dev_->run(N, ops::RmsnormForward{a.mlp_in.data(), a.mlp_rstd.data(), a.x_mid.data(), P("post_attention_layernorm.weight"), D, cfg_.rms_norm_eps});
@@ -520,7 +478,7 @@ private:
         dev_->fill(dv_.data(), dv_.size(), 0.0f);
         const ops::AttentionGeometry g = geometry();
         dev_->run(ops::Index(B_) * H * T_, ops::AttentionScoreGrad{ds_.data(), a.probs.data(), d_att_.data(), a.v.data(), g});
-        dev_->run(ops::Index(N) * qd, ops::AttentionQueryGrad{dq_.data(), ds_.data(), a.k.data(), g});
+        dev_->run(ops::Index(N) * qd, ops::AttentionWeightedRows{dq_.data(), ds_.data(), a.k.data(), g, true});
         dev_->run(ops::Index(N) * kvd, ops::AttentionKeyValueGrad{dk_.data(), dv_.data(), ds_.data(), a.probs.data(), a.q.data(), d_att_.data(), g});
         dev_->run(ops::Index(N) * H * (hd / 2), ops::Rope{dq_.data(), rope_bwd_.data(), H, hd});
         dev_->run(ops::Index(N) * Hkv * (hd / 2), ops::Rope{dk_.data(), rope_bwd_.data(), Hkv, hd});
@@ -562,21 +520,38 @@ private:
     Buffer<float> dinput_, dfinal_, dres_, d_att_, dq_, dk_, dv_, d_norm_in_, d_act_, d_gate_, d_up_, ds_;
 };
 
+/// The mean of per-row losses (device, N) over the n_counted rows that count (the others hold 0),
+/// summed on the host in row order.
+template <class Device>
+double device_mean_of_rows(Device& dev, const float* loss, int N, int n_counted) {
+    std::vector<float> host(static_cast<std::size_t>(N));
+    dev.download(host.data(), loss, host.size());
+    double sum = 0.0;
+    for (float v : host) sum += v;
+    return n_counted == 0 ? 0.0 : sum / n_counted;
+}
+
 /// Mean over counted rows of the soft cross-entropy (or, `with_entropy`, KL(p ‖ softmax z)) of device
 /// logits z (N, V) against device laws p (N, V); adds weight · gradient into dz. `counted` (device, N)
-/// may be null; n_counted is how many rows count. The per-row values come back to the host and are
-/// summed in row order.
+/// may be null; n_counted is how many rows count.
 template <class Device>
 double device_soft_target_loss(Device& dev, float* dz, const float* z, const float* p, const std::uint8_t* counted,
                                int n_counted, int N, int V, double weight, bool with_entropy = false) {
     const double g = n_counted == 0 ? 0.0 : weight / n_counted;
     auto loss = dev.template alloc<float>(static_cast<std::size_t>(N));
     dev.run(N, ops::SoftTargetRow{dz, loss.data(), z, p, counted, V, static_cast<float>(g), with_entropy});
-    std::vector<float> host(static_cast<std::size_t>(N));
-    dev.download(host.data(), loss.data(), host.size());
-    double sum = 0.0;
-    for (float v : host) sum += v;
-    return n_counted == 0 ? 0.0 : sum / n_counted;
+    return device_mean_of_rows(dev, loss.data(), N, n_counted);
+}
+
+/// Mean next-token cross-entropy of device logits z (N, V) against device targets (N, kIgnoreIndex
+/// skipped, n_counted the others); adds weight · gradient into dz.
+template <class Device>
+double device_cross_entropy(Device& dev, float* dz, const float* z, const int* targets, int n_counted, int N, int V,
+                            double weight = 1.0) {
+    const double g = n_counted == 0 ? 0.0 : weight / n_counted;
+    auto loss = dev.template alloc<float>(static_cast<std::size_t>(N));
+    dev.run(N, ops::HardTargetRow{dz, loss.data(), z, targets, V, static_cast<float>(g)});
+    return device_mean_of_rows(dev, loss.data(), N, n_counted);
 }
 
 /// SmoothL1 (β, mean over D) of device pred against target over counted rows; adds weight · gradient into dpred.
@@ -586,11 +561,22 @@ double device_smooth_l1(Device& dev, float* dpred, const float* pred, const floa
     const double g = n_counted == 0 ? 0.0 : weight / (static_cast<double>(n_counted) * D);
     auto loss = dev.template alloc<float>(static_cast<std::size_t>(N));
     dev.run(N, ops::SmoothL1Row{dpred, loss.data(), pred, target, counted, D, static_cast<float>(beta), static_cast<float>(g)});
-    std::vector<float> host(static_cast<std::size_t>(N));
-    dev.download(host.data(), loss.data(), host.size());
-    double sum = 0.0;
-    for (float v : host) sum += v;
-    return n_counted == 0 ? 0.0 : sum / n_counted;
+    return device_mean_of_rows(dev, loss.data(), N, n_counted);
+}
+
+/// How often the argmax of device logits (N, V) is the argmax of device laws (N, V) over the rows where
+/// the host's `counted` (N) is 1.
+template <class Device>
+double device_top1_agreement(Device& dev, const float* logits, const float* probs, std::span<const std::uint8_t> counted, int V) {
+    const int N = static_cast<int>(counted.size());
+    auto hits = dev.template alloc<float>(counted.size());
+    dev.run(N, ops::Top1Agrees{hits.data(), logits, probs, V});
+    std::vector<float> host(counted.size());
+    dev.download(host.data(), hits.data(), host.size());
+    long agree = 0, rows = 0;
+    for (std::size_t r = 0; r < counted.size(); ++r)
+        if (counted[r]) agree += host[r] != 0.0f, ++rows;
+    return rows == 0 ? 0.0 : double(agree) / rows;
 }
 
 }  // namespace specdec::train

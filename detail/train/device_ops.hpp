@@ -25,6 +25,13 @@ SPECDEC_HD float sigmoid(float x) { return 1.0f / (1.0f + ::expf(-x)); }
 
 // ---- copies and sums --------------------------------------------------------------------------------
 
+/// dst[i] = value.
+struct Fill {
+    float* dst;
+    float value;
+    SPECDEC_HD void operator()(Index i) const { dst[i] = value; }
+};
+
 /// dst[i] += src[i].
 struct AddInto {
     float* dst;
@@ -205,6 +212,23 @@ struct AttentionGeometry {
     SPECDEC_HD Index kv_at(int b, int j, int kvh) const { return ((Index(b) * T + j) * Hkv + kvh) * hd; }
     SPECDEC_HD Index p_at(int b, int h, int i) const { return ((Index(b) * H + h) * T + i) * T; }
     SPECDEC_HD float scale() const { return 1.0f / ::sqrtf(static_cast<float>(hd)); }
+    SPECDEC_HD int kv_head(int h) const { return h / (H / Hkv); }
+
+    /// Row task = ((b · H) + h) · T + i: query row i of head h in sequence b.
+    struct Row {
+        int b, h, i;
+    };
+    SPECDEC_HD Row row_of(Index task) const {
+        return {static_cast<int>(task / (Index(T) * H)), static_cast<int>((task / T) % H), static_cast<int>(task % T)};
+    }
+    /// Element e of a (B, T, H, hd) tensor (q, the attention's output): sequence, row, head, dimension.
+    struct Element {
+        int b, i, h, d;
+    };
+    SPECDEC_HD Element query_element(Index e) const {
+        const Index bi = e / (Index(hd) * H);
+        return {static_cast<int>(bi / T), static_cast<int>(bi % T), static_cast<int>((e / hd) % H), static_cast<int>(e % hd)};
+    }
 };
 
 /// Row (b, h, i): probs = softmax(q·kᵀ/√hd) over visible keys, 0 elsewhere (all 0 if none is visible).
@@ -214,8 +238,8 @@ struct AttentionProbs {
     const float* k;
     AttentionGeometry g;
     SPECDEC_HD void operator()(Index task) const {
-        const int i = static_cast<int>(task % g.T), h = static_cast<int>((task / g.T) % g.H), b = static_cast<int>(task / (Index(g.T) * g.H));
-        const int kvh = h / (g.H / g.Hkv);
+        const auto [b, h, i] = g.row_of(task);
+        const int kvh = g.kv_head(h);
         const float* qi = q + g.q_at(b, i, h);
         float* p = probs + g.p_at(b, h, i);
         const std::uint8_t* visible = g.row(b, i);
@@ -239,21 +263,21 @@ struct AttentionProbs {
     }
 };
 
-/// Element (b, i, h, d): out = Σ_j probs_ij v_j.
-struct AttentionValues {
+/// Element (b, i, h, d): out (=, or += with `accumulate`) Σ_j w_ij x_j over key rows j of the query's
+/// kv head, with w (B, H, T, T): the attention's output (w = probs, x = v) and dq (w = dS, x = k).
+struct AttentionWeightedRows {
     float* out;
-    const float* probs;
-    const float* v;
+    const float* w;
+    const float* x;
     AttentionGeometry g;
+    bool accumulate;
     SPECDEC_HD void operator()(Index e) const {
-        const int d = static_cast<int>(e % g.hd), h = static_cast<int>((e / g.hd) % g.H);
-        const Index bi = e / (Index(g.hd) * g.H);
-        const int i = static_cast<int>(bi % g.T), b = static_cast<int>(bi / g.T), kvh = h / (g.H / g.Hkv);
-        const float* p = probs + g.p_at(b, h, i);
+        const auto [b, i, h, d] = g.query_element(e);
+        const float* wr = w + g.p_at(b, h, i);
         float s = 0.0f;
         for (int j = 0; j < g.T; ++j)
-            if (p[j] != 0.0f) s += p[j] * v[g.kv_at(b, j, kvh) + d];
-        out[e] = s;
+            if (wr[j] != 0.0f) s += wr[j] * x[g.kv_at(b, j, g.kv_head(h)) + d];
+        out[e] = accumulate ? out[e] + s : s;
     }
 };
 
@@ -265,8 +289,8 @@ struct AttentionScoreGrad {
     const float* v;
     AttentionGeometry g;
     SPECDEC_HD void operator()(Index task) const {
-        const int i = static_cast<int>(task % g.T), h = static_cast<int>((task / g.T) % g.H), b = static_cast<int>(task / (Index(g.T) * g.H));
-        const int kvh = h / (g.H / g.Hkv);
+        const auto [b, h, i] = g.row_of(task);
+        const int kvh = g.kv_head(h);
         const float* p = probs + g.p_at(b, h, i);
         const float* go = dout + g.q_at(b, i, h);
         float* dsr = ds + g.p_at(b, h, i);
@@ -284,24 +308,6 @@ struct AttentionScoreGrad {
         }
         const float scale = g.scale();
         for (int j = 0; j < g.T; ++j) dsr[j] = p[j] == 0.0f ? 0.0f : p[j] * (dsr[j] - dot_sum) * scale;
-    }
-};
-
-/// Element (b, i, h, d): dq += Σ_j dS_ij k_j.
-struct AttentionQueryGrad {
-    float* dq;
-    const float* ds;
-    const float* k;
-    AttentionGeometry g;
-    SPECDEC_HD void operator()(Index e) const {
-        const int d = static_cast<int>(e % g.hd), h = static_cast<int>((e / g.hd) % g.H);
-        const Index bi = e / (Index(g.hd) * g.H);
-        const int i = static_cast<int>(bi % g.T), b = static_cast<int>(bi / g.T), kvh = h / (g.H / g.Hkv);
-        const float* dsr = ds + g.p_at(b, h, i);
-        float s = 0.0f;
-        for (int j = 0; j < g.T; ++j)
-            if (dsr[j] != 0.0f) s += dsr[j] * k[g.kv_at(b, j, kvh) + d];
-        dq[e] += s;
     }
 };
 
@@ -358,6 +364,15 @@ struct SwigluBackward {
 
 // ---- losses -----------------------------------------------------------------------------------------------------
 
+/// log Σ_j exp z_j in double (the softmax's denominator, as layers.hpp's log_sum_exp).
+SPECDEC_HD double log_sum_exp(const float* z, int V) {
+    double mx = -INFINITY;
+    for (int j = 0; j < V; ++j) mx = z[j] > mx ? z[j] : mx;
+    double s = 0.0;
+    for (int j = 0; j < V; ++j) s += ::exp(double(z[j]) - mx);
+    return mx + ::log(s);
+}
+
 /// Row r (counted where counted[r] != 0, or always when counted is null): loss[r] = -Σ p log softmax(z)
 /// (+ Σ p log p with `with_entropy`: KL(p ‖ q)), dz += g ((Σp) q - p); uncounted rows get loss 0.
 struct SoftTargetRow {
@@ -376,11 +391,7 @@ struct SoftTargetRow {
         }
         const float* zr = z + r * V;
         const float* pr = p + r * V;
-        double mx = -INFINITY;
-        for (int j = 0; j < V; ++j) mx = zr[j] > mx ? zr[j] : mx;
-        double s = 0.0;
-        for (int j = 0; j < V; ++j) s += ::exp(double(zr[j]) - mx);
-        const double lse = mx + ::log(s);
+        const double lse = log_sum_exp(zr, V);
         double l = 0.0, mass = 0.0;
         for (int j = 0; j < V; ++j) {
             mass += pr[j];
@@ -389,6 +400,29 @@ struct SoftTargetRow {
         }
         for (int j = 0; j < V; ++j) dz[r * V + j] += static_cast<float>(g * (mass * ::exp(double(zr[j]) - lse) - pr[j]));
         loss[r] = static_cast<float>(l);
+    }
+};
+
+/// Row r (skipped where target[r] < 0, kIgnoreIndex): loss[r] = log Σ exp z - z_target,
+/// dz += g (softmax(z) - onehot(target)); skipped rows get loss 0.
+struct HardTargetRow {
+    float* dz;
+    float* loss;
+    const float* z;
+    const int* target;
+    int V;
+    float g;
+    SPECDEC_HD void operator()(Index r) const {
+        const int t = target[r];
+        if (t < 0) {
+            loss[r] = 0.0f;
+            return;
+        }
+        const float* zr = z + r * V;
+        const double lse = log_sum_exp(zr, V);
+        for (int j = 0; j < V; ++j) dz[r * V + j] += static_cast<float>(g * ::exp(double(zr[j]) - lse));
+        dz[r * V + t] -= g;
+        loss[r] = static_cast<float>(lse - zr[t]);
     }
 };
 

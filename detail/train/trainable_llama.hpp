@@ -73,6 +73,55 @@ struct TrainOptions {
     bool reference = false;  // the layers' plain loops (products through matmul): the oracle of the fast path
 };
 
+/// `layers` if each is a hidden state of `cfg` (0 = embeddings .. L = the final normed state), else an error naming it.
+inline std::vector<int> checked_hidden_layers(std::vector<int> layers, const Config& cfg) {
+    for (int l : layers)
+        detail::require(l >= 0 && l <= cfg.num_hidden_layers, "train", [&] {
+            return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " + std::to_string(cfg.num_hidden_layers) + "]";
+        });
+    return layers;
+}
+
+/// Refuses a batch that does not fit the model `cfg`, naming the value: sizes, tokens, positions, the mask,
+/// and soft-prompt rows without their embeddings (unless they come another way: `embeddings_elsewhere`).
+inline void check_model_input(const ModelInput& in, const Config& cfg, bool embeddings_elsewhere = false) {
+    const std::size_t N = static_cast<std::size_t>(in.B) * in.T;
+    detail::require(in.B > 0 && in.T > 0, "train", [&] {
+        return "forward: batch B = " + std::to_string(in.B) + ", T = " + std::to_string(in.T) +
+               ", both must be > 0";
+    });
+    detail::require(in.tokens.size() == N, "train", [&] {
+        return "forward: " + std::to_string(in.tokens.size()) + " tokens, expected B*T = " + std::to_string(N);
+    });
+    detail::require(in.positions.empty() || in.positions.size() == N, "train", [&] {
+        return "forward: " + std::to_string(in.positions.size()) +
+               " positions, expected B*T = " + std::to_string(N);
+    });
+    const std::size_t tt = static_cast<std::size_t>(in.T) * in.T;
+    detail::require(in.mask.empty() || in.mask.size() == tt || in.mask.size() == N * in.T, "train", [&] {
+        return "forward: mask of " + std::to_string(in.mask.size()) + " entries, expected (T, T) = " +
+               std::to_string(tt) + " or (B, T, T) = " + std::to_string(N * in.T);
+    });
+    bool needs_embeddings = false;
+    for (std::size_t i = 0; i < N; ++i) {
+        detail::require(
+            in.tokens[i] == kEmbeddingInput || (in.tokens[i] >= 0 && in.tokens[i] < cfg.vocab_size), "train", [&] {
+                return "forward: token " + std::to_string(in.tokens[i]) + " at row " + std::to_string(i) +
+                       " is outside [0, " + std::to_string(cfg.vocab_size) + ") and is not kEmbeddingInput (-1)";
+            });
+        needs_embeddings |= in.tokens[i] == kEmbeddingInput;
+    }
+    detail::require(!needs_embeddings || embeddings_elsewhere || in.input_embeddings.size() == N * cfg.hidden_size, "train", [&] {
+        return "forward: rows with token kEmbeddingInput need input_embeddings (B, T, D) = " +
+               std::to_string(N * cfg.hidden_size) + " floats, got " + std::to_string(in.input_embeddings.size());
+    });
+    for (std::size_t i = 0; i < in.positions.size(); ++i)
+        detail::require(in.positions[i] >= 0 && in.positions[i] < cfg.max_position_embeddings, "train", [&] {
+            return "forward: position " + std::to_string(in.positions[i]) + " at row " + std::to_string(i) +
+                   " is outside [0, max_position_embeddings " + std::to_string(cfg.max_position_embeddings) + ")";
+        });
+}
+
 class TrainableLlama {
 public:
     /// The pool is the caller's and must outlive the model (every layer runs on it).
@@ -100,14 +149,7 @@ public:
 
     /// Hidden states the next forwards keep, CpuModel's numbering: 0 = embeddings, l = output of
     /// layer l, L = the final normed state (the LM head's input).
-    void capture_hidden(std::vector<int> layers) {
-        for (int l : layers)
-            detail::require(l >= 0 && l <= cfg_.num_hidden_layers, "train", [&] {
-                return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
-                       std::to_string(cfg_.num_hidden_layers) + "]";
-            });
-        hidden_layers_ = std::move(layers);
-    }
+    void capture_hidden(std::vector<int> layers) { hidden_layers_ = checked_hidden_layers(std::move(layers), cfg_); }
 
     // ---- forward ----------------------------------------------------------------------------------
 
@@ -199,43 +241,7 @@ public:
 private:
     // ---- forward steps ----------------------------------------------------------------------------
 
-    void check_input(const ModelInput& in) const {
-        const std::size_t N = static_cast<std::size_t>(in.B) * in.T;
-        detail::require(in.B > 0 && in.T > 0, "train", [&] {
-            return "forward: batch B = " + std::to_string(in.B) + ", T = " + std::to_string(in.T) +
-                   ", both must be > 0";
-        });
-        detail::require(in.tokens.size() == N, "train", [&] {
-            return "forward: " + std::to_string(in.tokens.size()) + " tokens, expected B*T = " + std::to_string(N);
-        });
-        detail::require(in.positions.empty() || in.positions.size() == N, "train", [&] {
-            return "forward: " + std::to_string(in.positions.size()) +
-                   " positions, expected B*T = " + std::to_string(N);
-        });
-        const std::size_t tt = static_cast<std::size_t>(in.T) * in.T;
-        detail::require(in.mask.empty() || in.mask.size() == tt || in.mask.size() == N * in.T, "train", [&] {
-            return "forward: mask of " + std::to_string(in.mask.size()) + " entries, expected (T, T) = " +
-                   std::to_string(tt) + " or (B, T, T) = " + std::to_string(N * in.T);
-        });
-        bool needs_embeddings = false;
-        for (std::size_t i = 0; i < N; ++i) {
-            detail::require(
-                in.tokens[i] == kEmbeddingInput || (in.tokens[i] >= 0 && in.tokens[i] < cfg_.vocab_size), "train", [&] {
-                    return "forward: token " + std::to_string(in.tokens[i]) + " at row " + std::to_string(i) +
-                           " is outside [0, " + std::to_string(cfg_.vocab_size) + ") and is not kEmbeddingInput (-1)";
-                });
-            needs_embeddings |= in.tokens[i] == kEmbeddingInput;
-        }
-        detail::require(!needs_embeddings || in.input_embeddings.size() == N * cfg_.hidden_size, "train", [&] {
-            return "forward: rows with token kEmbeddingInput need input_embeddings (B, T, D) = " +
-                   std::to_string(N * cfg_.hidden_size) + " floats, got " + std::to_string(in.input_embeddings.size());
-        });
-        for (std::size_t i = 0; i < in.positions.size(); ++i)
-            detail::require(in.positions[i] >= 0 && in.positions[i] < cfg_.max_position_embeddings, "train", [&] {
-                return "forward: position " + std::to_string(in.positions[i]) + " at row " + std::to_string(i) +
-                       " is outside [0, max_position_embeddings " + std::to_string(cfg_.max_position_embeddings) + ")";
-            });
-    }
+    void check_input(const ModelInput& in) const { check_model_input(in, cfg_); }
 
     void resize(int B, int T) {
         const std::size_t N = static_cast<std::size_t>(B) * T, D = cfg_.hidden_size, F = cfg_.intermediate_size;

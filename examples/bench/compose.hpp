@@ -97,7 +97,10 @@ inline EddCheckpoint widen_with_target(EddCheckpoint e, const Config& trained, c
 inline GlideCheckpoint widen_with_target(GlideCheckpoint g, const Config& trained, const Config& widened) {
     return widen_glide(std::move(g), trained, widened, kDrafterWidenSeed);
 }
+/// A feature drafter trained against the widened target itself (train_demo --target-scale, its target_hash
+/// the widened config's) already reads it, and is kept as it is.
 inline FeatureCheckpoint widen_with_target(FeatureCheckpoint f, const Config& trained, const Config& widened) {
+    if (f.target_hash == target_config_hash(widened)) return f;
     return widen_feature(std::move(f), trained, widened, kDrafterWidenSeed);
 }
 

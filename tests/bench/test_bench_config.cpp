@@ -6,6 +6,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "examples/bench/methods.hpp"
 #include "examples/bench/report_html.hpp"
 

@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "examples/bench/harness.hpp"
+#include "helpers.hpp"
 
 using namespace specdec;
 namespace fs = std::filesystem;
@@ -188,4 +190,23 @@ TEST_CASE("every method of the scale experiment decodes the same greedy text on 
         REQUIRE(a.g.tokens.size() == 12u);
         CHECK(b.g.tokens == a.g.tokens);
     }
+}
+
+TEST_CASE("a feature drafter trained against the widened target is kept, one trained against the demo target is widened", "[bench][widen]") {
+    Config c = test::tiny_config(true, 24);
+    c.tie_word_embeddings = true;  // as the demo target: the drafter borrows the embedding, kept in memory by widen
+    const Weights w = random_weights(c, 3, 0.3f);
+    const Checkpoint wide = widen(Checkpoint{c, w}, WidenShape{.hidden_size = 64, .intermediate_size = 96, .num_hidden_layers = 3,
+                                                                .num_attention_heads = 8, .num_key_value_heads = 4}, 1);
+    // Trained against the widened target (train_demo eagle --target-scale): already its width.
+    const FeatureCheckpoint own = initial_feature_drafter(wide.config, wide.weights, Connector::kFc, false, 4, 0.1f);
+    const FeatureCheckpoint kept = bench::widen_with_target(own, c, wide.config);
+    CHECK(kept.config.hidden_size == 64);
+    CHECK(kept.connector_weights.fc == own.connector_weights.fc);
+    // Trained against the demo target: widened with it.
+    const FeatureCheckpoint small = initial_feature_drafter(c, w, Connector::kFc, false, 4, 0.1f);
+    const FeatureCheckpoint widened = bench::widen_with_target(small, c, wide.config);
+    CHECK(widened.config.hidden_size == 64);
+    CHECK(widened.target_hash == target_config_hash(wide.config));
+    CHECK_NOTHROW(check_feature_pair(widened, wide.config));
 }

@@ -356,7 +356,7 @@ TEST_CASE("SwiGLU matches the CPU reference", "[cuda][kernel]") {
     CHECK(normalized_error(download_bf16(act.get(), act.size()), want) < kBf16);
 }
 
-TEST_CASE("the product computes x·Wᵀ in fp32, overwriting or accumulating; skinny kernel, timed or first cuBLASLt choice",
+TEST_CASE("the product computes x·Wᵀ in fp32, overwriting or accumulating, by the skinny kernel or cuBLASLt's timed or first choice",
           "[cuda][kernel][gemm]") {
     CudaContext ctx;
     const GemmOptions options = GENERATE(GemmOptions{.skinny_max_n = kernels::kSkinnyMaxN},

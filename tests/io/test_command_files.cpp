@@ -8,6 +8,7 @@
 #include <string>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "examples/cli/generate.hpp"
 #include "examples/cli/model_files.hpp"
 #include "examples/cli/text_stream.hpp"

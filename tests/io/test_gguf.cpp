@@ -141,7 +141,7 @@ TEST_CASE("a type specdec cannot dequantize is named", "[gguf][quant][errors]") 
     CHECK_THROWS_WITH(dequantize(GgufType::kQ5_K, b, 256), Catch::Contains("[specdec.gguf]") && Catch::Contains("Q5_K (13)"));
 }
 
-TEST_CASE("a model exported as GGUF F32 imports bit for bit, logits and all; BF16 and F16 as their rounding",
+TEST_CASE("a model exported as GGUF F32 imports bit for bit, logits and all, and BF16 and F16 as their rounding",
           "[gguf][roundtrip]") {
     const bool tied = GENERATE(true, false);
     Config cfg = test::tiny_config(/*gqa=*/true);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "skip_without.hpp"
 #include "helpers.hpp"
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;

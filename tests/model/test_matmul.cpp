@@ -421,7 +421,7 @@ TEST_CASE("the panel product matches the reference for bf16 weights over ragged 
     check_panels_against_reference<bf16>(40);
 }
 
-TEST_CASE("with x rounded to bf16, the panel product matches the reference over rounded x; vdpbf16ps and widening",
+TEST_CASE("with x rounded to bf16, the panel product matches the reference over rounded x, by vdpbf16ps and by widening",
           "[matmul][panels]") {
     const bool dot = GENERATE(true, false);  // the AVX512-BF16 kernel, or rounded floats times widened W
     if (!specdec::panels_available() || (dot && !specdec::bf16_dot_available())) {

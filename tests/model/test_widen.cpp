@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "catch.hpp"
+#include "source_dir.hpp"
 #include "helpers.hpp"
 
 using namespace specdec;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "device_checks.hpp"
 #include "helpers.hpp"
 #include "gradient_check.hpp"
 #include "detail/train/device_llama.hpp"
@@ -16,6 +17,7 @@
 
 using namespace specdec;
 using namespace specdec::train;
+using test::relative_gap;
 
 namespace {
 
@@ -39,39 +41,12 @@ std::vector<float> laws(int N, int V, std::uint64_t seed) {
     return p;
 }
 
-/// max |a - b| over max(|b|, floor): the difference relative to the tensor's scale.
-double relative_gap(const std::vector<float>& a, const std::vector<float>& b, double floor = 1e-6) {
-    REQUIRE(a.size() == b.size());
-    double gap = 0.0, scale = floor;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        gap = std::max(gap, std::abs(double(a[i]) - b[i]));
-        scale = std::max(scale, std::abs(double(b[i])));
-    }
-    return gap / scale;
-}
-
-struct Variant {
-    const char* name;
-    bool gqa, tied, identity_end_norms, pad;
-};
-
-Config variant_config(const Variant& v) {
-    Config c = test::tiny_config(v.gqa, 40);
-    c.tie_word_embeddings = v.tied;
-    c.identity_end_norms = v.identity_end_norms;
-    c.partial_alignment = v.pad;
-    return c;
-}
-
 }  // namespace
 
 TEST_CASE("the device trainer's kernels, run on the host, compute TrainableLlama's logits and gradients", "[train][device]") {
-    const Variant v = GENERATE(Variant{"GQA, untied head", true, false, false, false},
-                               Variant{"full heads, tied head", false, true, false, false},
-                               Variant{"EAGLE layout (no end norms)", true, false, true, false},
-                               Variant{"PAD's doubled down_proj", true, false, false, true});
+    const test::Variant v = GENERATE(from_range(std::begin(test::kVariants), std::end(test::kVariants)));
     CAPTURE(v.name);
-    const Config cfg = variant_config(v);
+    const Config cfg = test::variant_config(v, 40);
     const int B = 2, T = 6, N = B * T, D = cfg.hidden_size, V = cfg.vocab_size, L = cfg.num_hidden_layers;
     const Weights w = random_weights(cfg, 5, 0.3f);
     ThreadPool pool(2);
@@ -116,11 +91,7 @@ TEST_CASE("the device trainer's kernels, run on the host, compute TrainableLlama
     }
     const Weights g = model.grads();
     const Weights& rg = ref.grads();
-    const auto ref_tensors = [&] {
-        std::vector<std::pair<std::string, std::vector<float>>> out;
-        for_each_tensor(rg, cfg, [&](const std::string& n, const std::vector<float>& t, std::size_t) { out.emplace_back(n, t); });
-        return out;
-    }();
+    const auto ref_tensors = test::named_tensors(rg, cfg);
     std::size_t i = 0;
     for_each_tensor(g, cfg, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
         INFO(name);
@@ -132,7 +103,7 @@ TEST_CASE("the device trainer's kernels, run on the host, compute TrainableLlama
 }
 
 TEST_CASE("a frozen tensor gets no gradient on the device, and the others are unchanged", "[train][device]") {
-    const Config cfg = variant_config({"", true, false, false, false});
+    const Config cfg = test::variant_config(test::kVariants[0], 40);
     const int B = 1, T = 5, N = B * T, V = cfg.vocab_size;
     const Weights w = random_weights(cfg, 6, 0.3f);
     ThreadPool pool(2);
@@ -156,7 +127,7 @@ TEST_CASE("a frozen tensor gets no gradient on the device, and the others are un
 }
 
 TEST_CASE("the device's AdamW and clipping take optimizer.hpp's steps", "[train][device][optimizer]") {
-    const Config cfg = variant_config({"", true, false, false, false});
+    const Config cfg = test::variant_config(test::kVariants[0], 40);
     const int B = 2, T = 4, N = B * T, V = cfg.vocab_size;
     ThreadPool pool(2);
     HostDevice dev(pool);
@@ -194,7 +165,7 @@ TEST_CASE("the device's AdamW and clipping take optimizer.hpp's steps", "[train]
 }
 
 TEST_CASE("the device trainer refuses bad inputs by name", "[train][device]") {
-    const Config cfg = variant_config({"", true, false, false, false});
+    const Config cfg = test::variant_config(test::kVariants[0], 40);
     ThreadPool pool(1);
     HostDevice dev(pool);
     DeviceLlama<HostDevice> model(dev, cfg, random_weights(cfg, 1, 0.3f));

@@ -71,15 +71,7 @@ public:
 
     /// After forward_loss: how often the drafter's argmax is the target's over counted rows.
     double top1_agreement(const FeatureBatch& b) {
-        const int N = b.rows();
-        auto hits = dev_->template alloc<float>(static_cast<std::size_t>(N));
-        dev_->run(N, ops::Top1Agrees{hits.data(), layer_.logits(), probs_.data(), b.V});
-        std::vector<float> host(static_cast<std::size_t>(N));
-        dev_->download(host.data(), hits.data(), host.size());
-        long agree = 0, rows = 0;
-        for (int r = 0; r < N; ++r)
-            if (b.counted[static_cast<std::size_t>(r)]) agree += host[static_cast<std::size_t>(r)] != 0.0f, ++rows;
-        return rows == 0 ? 0.0 : double(agree) / rows;
+        return device_top1_agreement(*dev_, layer_.logits(), probs_.data(), b.counted, b.V);
     }
 
     /// Clips layer and connector gradients together to global norm max_norm; returns the norm before.

@@ -7,30 +7,16 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "device_checks.hpp"
 #include "helpers.hpp"
 #include "detail/methods/eagle_fspad/device_feature_drafter.hpp"
 #include "detail/train/host_device.hpp"
 
 using namespace specdec;
 using namespace specdec::train;
+using test::relative_gap;
 
 namespace {
-
-double relative_gap(const std::vector<float>& a, const std::vector<float>& b) {
-    REQUIRE(a.size() == b.size());
-    double gap = 0.0, scale = 1e-6;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-        gap = std::max(gap, std::abs(double(a[i]) - b[i]));
-        scale = std::max(scale, std::abs(double(b[i])));
-    }
-    return gap / scale;
-}
-
-std::vector<int> some_tokens(int n, int vocab, int seed) {
-    std::vector<int> t(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = (seed * 7 + i * 5 + i * i) % vocab;
-    return t;
-}
 
 struct Kind {
     const char* name;
@@ -52,7 +38,7 @@ TEST_CASE("the device feature drafter, run on the host, trains as TrainableFeatu
     CpuModel target(tc, tw);
     ThreadPool pool(2);
     const int B = 2, T = 7;
-    const WindowBatch w{B, T, some_tokens(B * T, tc.vocab_size, 5), some_tokens(B * T, tc.vocab_size, 6), {0, 0}};
+    const WindowBatch w{B, T, test::window_tokens(B * T, tc.vocab_size, 5), test::window_tokens(B * T, tc.vocab_size, 6), {0, 0}};
     const FeatureBatch batch = feature_batch(w, hidden_teacher(target, pool, tc.num_hidden_layers, w), tw.embed, 3);
 
     FeatureCheckpoint init = initial_feature_drafter(tc, tw, k.connector, k.pad, 31, 0.3f);
@@ -76,14 +62,12 @@ TEST_CASE("the device feature drafter, run on the host, trains as TrainableFeatu
 
     // Every trained tensor's gradient; the frozen ones are zero on the device.
     const Weights g = d.layer().grads();
-    std::vector<std::vector<float>> ref_grads;
-    for_each_tensor(ref.layer().grads(), ref.layer().config(),
-                    [&](const std::string&, const std::vector<float>& t, std::size_t) { ref_grads.push_back(t); });
+    const auto ref_grads = test::named_tensors(ref.layer().grads(), ref.layer().config());
     std::size_t i = 0;
     double trained_ss = 0.0;
     for_each_tensor(g, d.layer().config(), [&](const std::string& name, const std::vector<float>& t, std::size_t) {
         INFO(name);
-        const std::vector<float>& r = ref_grads[i++];
+        const std::vector<float>& r = ref_grads[i++].second;
         if (std::find(frozen.begin(), frozen.end(), name) != frozen.end()) {
             CHECK(std::all_of(t.begin(), t.end(), [](float x) { return x == 0.0f; }));
             return;
@@ -93,13 +77,12 @@ TEST_CASE("the device feature drafter, run on the host, trains as TrainableFeatu
     });
     const ConnectorWeights cg = d.connector_grads();
     const ConnectorWeights& rcg = ref.connector_grads();
-    std::vector<std::vector<float>> ref_connector;
-    for_each_tensor(rcg, ref.connector_shape(), [&](const std::string&, const std::vector<float>& t, std::size_t) { ref_connector.push_back(t); });
+    const auto ref_connector = test::named_tensors(rcg, ref.connector_shape());
     i = 0;
     for_each_tensor(cg, d.connector_shape(), [&](const std::string& name, const std::vector<float>& t, std::size_t) {
         INFO(name);
-        CHECK(relative_gap(t, ref_connector[i]) < 1e-4);
-        for (float x : ref_connector[i++]) trained_ss += double(x) * x;
+        CHECK(relative_gap(t, ref_connector[i].second) < 1e-4);
+        for (float x : ref_connector[i++].second) trained_ss += double(x) * x;
     });
     CHECK(i == (k.connector == Connector::kFc ? (k.eagle_layout ? 2u : 1u) : 3u));
 
@@ -125,7 +108,7 @@ TEST_CASE("three AdamW steps of the device feature drafter land where the CPU tr
     AdamW<ConnectorShape, ConnectorWeights> ref_copt(ref.connector_shape(), ref.connector_params(), AdamWOptions{.weight_decay = 0.01f});
     DeviceAdamW<HostDevice> opt(dev, d.layer().tensors(), ao), copt(dev, d.connector(), AdamWOptions{.weight_decay = 0.01f});
     for (int step = 0; step < 3; ++step) {
-        const WindowBatch w{B, T, some_tokens(B * T, tc.vocab_size, 10 + step), some_tokens(B * T, tc.vocab_size, 20 + step), {0, 0}};
+        const WindowBatch w{B, T, test::window_tokens(B * T, tc.vocab_size, 10 + step), test::window_tokens(B * T, tc.vocab_size, 20 + step), {0, 0}};
         const FeatureBatch batch = feature_batch(w, hidden_teacher(target, pool, tc.num_hidden_layers, w), tw.embed);
         ref.zero_grad();
         ref.forward_loss(batch, 0.1, true);

@@ -298,7 +298,7 @@ TEST_CASE("greedy EAGLE-2 over a model drafter equals plain greedy decoding, wit
     CHECK(proposer.worst_kv < 1e-5f);
 }
 
-TEST_CASE("at T > 0 the EAGLE-2 tree goes with SampleAndMatch; multi-draft sampling refuses its top-k children",
+TEST_CASE("at T > 0 the EAGLE-2 tree goes with SampleAndMatch, and multi-draft sampling refuses its top-k children",
           "[eagle2][sampling]") {
     const Config cfg = test::tiny_config();
     const Weights w = random_weights(cfg, 5, 0.4f);

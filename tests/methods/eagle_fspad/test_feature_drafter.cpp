@@ -271,7 +271,7 @@ TEST_CASE("bad input to the feature drafter is refused, naming the values", "[ea
     }
 }
 
-TEST_CASE("greedy EAGLE-2 and FSPAD equal plain greedy decoding; the drafter follows the committed text",
+TEST_CASE("greedy EAGLE-2 and FSPAD equal plain greedy decoding, and the drafter follows the committed text",
           "[eagle][fspad][lossless]") {
     const Connector kind = GENERATE(Connector::kFc, Connector::kSampler);
     const bool pad = kind == Connector::kSampler;  // EAGLE-2 (FC) and FSPAD (sampler + PAD)

@@ -96,7 +96,7 @@ TEST_CASE("MCSD (4,2,2,1) with MultiDraftSampling follows the target's law of tw
     CHECK(r.statistic < test::chi_square_critical(r.dof));
 }
 
-TEST_CASE("target-initialised generation with one seed per step is exact; the deferred bonus loses nothing",
+TEST_CASE("target-initialised generation with one seed per step is exact, the deferred bonus loses nothing",
           "[mcsd][lossless][slow]") {
     // One seed leaves the acceptor nothing to choose: the seed is a draw from the target's (residual)
     // law, as the bonus would have been. This checks the loop's deferred bonus and the forest path.
@@ -110,7 +110,7 @@ TEST_CASE("target-initialised generation with one seed per step is exact; the de
     CHECK(r.statistic < test::chi_square_critical(r.dof));
 }
 
-TEST_CASE("target-initialised generation with two seeds is detectably lossy; its TV distance exceeds the noise floor",
+TEST_CASE("target-initialised generation with two seeds is detectably lossy, its TV distance exceeds the noise floor",
           "[mcsd][lossy][slow]") {
     const Sampling s{.temperature = 1.0f};
     const auto [observed, expected] = two_tokens(TargetInitialisedTree{.n_seeds = 2, .k_config = {2, 1}},
