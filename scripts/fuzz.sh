@@ -46,7 +46,9 @@ pids=()
 for h in "${harnesses[@]}"; do
     i=$((i + 1))
     echo "[$i/$n] build fuzz_$h"
-    "${launcher[@]}" "$cxx" "${flags[@]}" "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h" &
+    # Compile and link apart: ccache caches a compile, never a link.
+    { "${launcher[@]}" "$cxx" "${flags[@]}" -c "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h.o" &&
+        "$cxx" "${flags[@]}" "$out/fuzz_$h.o" -o "$out/fuzz_$h"; } &
     pids+=($!)
     if (( ${#pids[@]} >= jobs )); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done

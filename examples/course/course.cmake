@@ -16,7 +16,10 @@ option(SPECDEC_COURSE_GRADE "Grade the course exercises (examples/course/ex*.hpp
 
 function(specdec_course_checker target checker file)
     add_executable(${target} ${specdec_course}/${checker})
-    target_compile_definitions(${target} PRIVATE "COURSE_FILE=\"${specdec_course}/${file}\"")
+    # Relative to this folder (an include directory): the command line holds no absolute path, so ccache
+    # reuses the object from a checkout in another folder (scripts/test.sh).
+    target_include_directories(${target} PRIVATE ${specdec_course})
+    target_compile_definitions(${target} PRIVATE "COURSE_FILE=\"${file}\"")
     specdec_program(${target})
     target_link_libraries(${target} PRIVATE specdec::compiled)
 endfunction()
