@@ -78,12 +78,19 @@ struct GpuInfo {
 };
 
 #if defined(SPECDEC_TRAIN_DEMO_CUDA)
-// feature_trainer_cuda.cu: every call shares one CUDA context on device 0.
+}  // namespace feature_training
+namespace specdec {
+class CudaContext;
+}
+namespace feature_training {
+// feature_trainer_cuda.cu: every call (lm_trainer_cuda.cu's too) shares one CUDA context on device 0.
+specdec::CudaContext& cuda_context();
 std::unique_ptr<FeatureTrainer> cuda_feature_trainer(const specdec::FeatureCheckpoint& init,
                                                      const std::vector<std::string>& frozen, float weight_decay);
 /// The target as a CudaModel (deferred matrices, a widened model's, uploaded layer by layer) whose
-/// forward over each window gives its features and laws; windows up to max_window tokens.
-Teacher cuda_teacher(const specdec::Checkpoint& target, int max_window, specdec::ThreadPool& pool);
+/// forward over each window gives the states of `layer` (-1: the final normed state, the feature) and its
+/// laws; windows up to max_window tokens. EDD's teacher too (layer L - 3).
+Teacher cuda_teacher(const specdec::Checkpoint& target, int max_window, specdec::ThreadPool& pool, int layer = -1);
 GpuInfo cuda_info();
 #endif
 

@@ -14,17 +14,17 @@ namespace feature_training {
 using namespace specdec;
 using namespace specdec::train;
 
-namespace {
-
-CudaContext& context() {
+CudaContext& cuda_context() {
     static CudaContext ctx;  // device 0, created on first use
     return ctx;
 }
 
+namespace {
+
 class CudaFeatureTrainer final : public FeatureTrainer {
 public:
     CudaFeatureTrainer(const FeatureCheckpoint& init, const std::vector<std::string>& frozen, float weight_decay)
-        : dev_(context()),
+        : dev_(cuda_context()),
           model_(dev_, init, frozen),
           layer_opt_(dev_, model_.layer().tensors(), feature_adamw(weight_decay)),
           connector_opt_(dev_, model_.connector(), feature_adamw(weight_decay)) {}
@@ -58,15 +58,15 @@ std::unique_ptr<FeatureTrainer> cuda_feature_trainer(const FeatureCheckpoint& in
     return std::make_unique<CudaFeatureTrainer>(init, frozen, weight_decay);
 }
 
-Teacher cuda_teacher(const Checkpoint& target, int max_window, ThreadPool& pool) {
-    auto model = std::make_shared<CudaModel>(target.config, target.weights, context(),
+Teacher cuda_teacher(const Checkpoint& target, int max_window, ThreadPool& pool, int layer) {
+    auto model = std::make_shared<CudaModel>(target.config, target.weights, cuda_context(),
                                              CudaModelOptions{.max_tree_nodes = max_window, .max_context = max_window});
-    const int layer = target.config.num_hidden_layers;  // the feature: the final normed state
+    if (layer < 0) layer = target.config.num_hidden_layers;  // the feature: the final normed state
     return [model, layer, &pool](const WindowBatch& w) { return hidden_teacher(*model, pool, layer, w); };
 }
 
 GpuInfo cuda_info() {
-    CudaContext& ctx = context();
+    CudaContext& ctx = cuda_context();
     // y (n, m) = x (n, k) · Wᵀ at n = m = k = 8192, bf16 in, fp32 out: the rate the drafter's products can
     // reach. Random operands: tensor cores draw less power on zeros and may clock higher on them.
     constexpr int n = 8192;

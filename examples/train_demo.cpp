@@ -23,7 +23,11 @@
 //                                       §3.3), each token's most frequent successor in the training text
 // scripts/train_models.sh runs them all in order (target first: drafters may distil from it).
 //
-// A model or GLIDE run writes its state (parameters, AdamW's moments, the curves so far) to
+// --device cuda trains any drafter on the GPU (examples/lm_trainer.hpp, feature_trainer.hpp: the same
+// losses, schedule and checkpoints; docs/gpu_training.md); --out DIR writes DIR/<name> instead of
+// models/<name>, and --steps N overrides train.json's step count.
+//
+// A model, GLIDE or EDD run writes its state (parameters, AdamW's moments, the curves so far) to
 // build/checkpoints/<name>/train_state.safetensors every 100 steps (--checkpoint-every N), through a
 // temporary file renamed into place, so Ctrl-C leaves the last one whole; `--resume` continues from it
 // bit for bit (the same weights and losses as a run that was never stopped, given the same thread
@@ -47,6 +51,7 @@
 #include "bench/ceilings.hpp"
 #include "bench/compose.hpp"
 #include "feature_trainer.hpp"
+#include "lm_trainer.hpp"
 #include "specdec.hpp"
 
 using namespace specdec;
@@ -112,14 +117,24 @@ CosineSchedule schedule_from(const json::Value& hp, int steps) {
 // Checkpoints between steps, and what a run measures
 
 struct RunOptions {
-    bool resume = false;        // continue from build/checkpoints/<name>/ when a state is there
-    int checkpoint_every = 100; // steps between states written
-    // Feature drafters only (make_feature):
+    bool resume = false;         // continue from build/checkpoints/<name>/ when a state is there (not feature drafters)
+    int checkpoint_every = 100;  // steps between states written
     std::string device = "cpu";  // cpu | cuda
-    std::string target_scale;    // 110m | 1b | 7b: the widened target (empty: the demo target)
     std::string out;             // write <out>/<name> instead of models/<name>
-    int steps = 0, batch = 0;    // > 0: override train.json's
+    int steps = 0;               // > 0: override train.json's
+    // Feature drafters only (make_feature):
+    std::string target_scale;    // 110m | 1b | 7b: the widened target (empty: the demo target)
+    int batch = 0;               // > 0: override train.json's
     double max_seconds = 0;      // > 0: stop the loop when this much time is spent
+
+    /// The folder a run writes: models/<name>, or <out>/<name>.
+    fs::path out_dir(const std::string& name) const {
+        const fs::path d = out.empty() ? fs::path("models") / name : fs::path(out) / name;
+        fs::create_directories(d);
+        return d;
+    }
+    /// train.json's step count, or --steps.
+    int step_count(const json::Value& hp) const { return steps > 0 ? steps : static_cast<int>(hp.at("steps").as_int()); }
 };
 
 fs::path state_path(const std::string& name) { return fs::path("build/checkpoints") / name / "train_state.safetensors"; }
@@ -160,28 +175,29 @@ Series series_from(const std::string& name, const json::Value& v) {
     return s;
 }
 
-/// Writes the run's state; `hp_text` (train.json as read) ties it to its hyperparameters.
-template <class Tensors, class Cfg, class Optimizer>
-void save_run(const std::string& name, const Cfg& cfg, const Tensors& params, const Optimizer& optimizer,
+/// Writes the run's state (the trainer's parameters and AdamW's moments, from whichever device it runs on);
+/// `hp_text` (train.json as read) ties it to its hyperparameters.
+template <class Params, class Batch, class Cfg>
+void save_run(const std::string& name, const Cfg& cfg, const lm_training::Trainer<Params, Batch>& trainer,
               const RunRecord& run, const std::string& hp_text) {
+    const lm_training::TrainerState<Params> state = trainer.state();
     json::Object r;
     r.set("train_json", hp_text);
     r.set("step", run.step);
-    r.set("adamw_t", optimizer.t());
+    r.set("adamw_t", state.t);
     r.set("smooth", run.smooth);
     r.set("step_seconds", run.step_seconds);
     r.set("train_seconds", run.train_seconds);
     r.set("fma_peak", run.fma_peak);
     r.set("train_curve", series_json(run.train_curve));
     r.set("held_out", series_json(run.held_out));
-    save_train_state(state_path(name), cfg, params, optimizer.first_moment(), optimizer.second_moment(),
-                     json::Value(std::move(r)));
+    save_train_state(state_path(name), cfg, state.params, state.m, state.v, json::Value(std::move(r)));
 }
 
-/// With --resume and a state on disk: loads it into params and the optimizer and returns its record;
-/// otherwise a fresh record (step 0).
-template <class Tensors, class Cfg, class Optimizer>
-RunRecord load_run(const std::string& name, const Cfg& cfg, Tensors& params, Optimizer& optimizer,
+/// With --resume and a state on disk: loads it into the trainer and returns its record; otherwise a
+/// fresh record (step 0).
+template <class Params, class Batch, class Cfg>
+RunRecord load_run(const std::string& name, const Cfg& cfg, lm_training::Trainer<Params, Batch>& trainer,
                    const std::string& hp_text, const RunOptions& options) {
     const fs::path path = state_path(name);
     if (!fs::exists(path)) {
@@ -193,13 +209,14 @@ RunRecord load_run(const std::string& name, const Cfg& cfg, Tensors& params, Opt
                     path.string().c_str());
         return {};
     }
-    Tensors m = optimizer.first_moment(), v = optimizer.second_moment();
-    const json::Value r = load_train_state(path, cfg, params, m, v);
+    lm_training::TrainerState<Params> state = trainer.state();  // shaped like the saved tensors
+    const json::Value r = load_train_state(path, cfg, state.params, state.m, state.v);
     detail::require(r.at("train_json").as_string() == hp_text, "train_demo", [&] {
         return path.string() + " was written under another models/" + name +
                "/train.json; restore that file, or run without --resume to start over";
     });
-    optimizer.restore(std::move(m), std::move(v), static_cast<int>(r.at("adamw_t").as_int()));
+    state.t = static_cast<int>(r.at("adamw_t").as_int());
+    trainer.restore(std::move(state));
     RunRecord run;
     run.step = static_cast<int>(r.at("step").as_int());
     run.smooth = r.at("smooth").as_double();
@@ -212,16 +229,60 @@ RunRecord load_run(const std::string& name, const Cfg& cfg, Tensors& params, Opt
     return run;
 }
 
-/// The rate of the training steps and its share of the FMA ceiling, into a run's log.
-void log_rates(json::Object& log, const RunRecord& run, int steps, int B, int T, double flops_per_token, int threads) {
+/// Where a run trains (--device): the CPU's threads, whose f32 FMA ceiling the run measures, or the GPU,
+/// whose bf16 product rate (8192^3 through cuBLASLt, random operands) is measured once at the start.
+struct Backend {
+    bool cuda = false;
+    int threads = 0;
+    feature_training::GpuInfo gpu;
+    std::string where() const { return cuda ? "the GPU (" + gpu.name + ")" : std::to_string(threads) + " threads"; }
+};
+
+Backend backend_for(const RunOptions& options, int threads) {
+    detail::require(options.device == "cpu" || options.device == "cuda", "train_demo", [&] {
+        return "--device '" + options.device + "' is neither cpu nor cuda";
+    });
+    Backend b{options.device == "cuda", threads, {}};
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (b.cuda) b.gpu = feature_training::cuda_info();
+#else
+    detail::require(!b.cuda, "train_demo", [] {
+        return std::string("--device cuda: this train_demo was built without CUDA (configure with nvcc on PATH)");
+    });
+#endif
+    return b;
+}
+
+/// The rate of the training steps and its share of the ceiling (FMA on the CPU, bf16 products on the
+/// GPU), into a run's log.
+void log_rates(json::Object& log, const RunRecord& run, int steps, int B, int T, double flops_per_token,
+               const Backend& backend) {
     const double tokens_per_second = double(steps) * B * T / run.step_seconds;
+    log.set("device", backend.cuda ? "cuda" : "cpu");
     log.set("train_seconds", run.train_seconds);
     log.set("train_tokens_per_second", double(steps) * B * T / run.train_seconds);  // evaluations included
     log.set("tokens_per_second", tokens_per_second);                                // the training steps alone
     log.set("model_flops_per_token", flops_per_token);
-    log.set("fma_peak_gflops", run.fma_peak);
-    log.set("flops_utilization", tokens_per_second * flops_per_token / (run.fma_peak * 1e9));
-    log.set("threads", threads);
+    if (backend.cuda) {
+        log.set("gpu", backend.gpu.name);
+        log.set("bf16_gemm_peak_tflops", backend.gpu.bf16_tflops);
+        log.set("mfu", tokens_per_second * flops_per_token / (backend.gpu.bf16_tflops * 1e12));
+    } else {
+        log.set("fma_peak_gflops", run.fma_peak);
+        log.set("flops_utilization", tokens_per_second * flops_per_token / (run.fma_peak * 1e9));
+        log.set("threads", backend.threads);
+    }
+}
+
+/// "training steps at N tokens/s = P% of <the ceiling>", for the closing line.
+std::string rate_summary(const RunRecord& run, int steps, int B, int T, double flops_per_token, const Backend& backend) {
+    const double tokens_per_second = double(steps) * B * T / run.step_seconds;
+    const double ceiling = backend.cuda ? backend.gpu.bf16_tflops * 1e12 : run.fma_peak * 1e9;
+    char line[256];
+    std::snprintf(line, sizeof line, "training steps at %.0f tokens/s = %.1f%% of %s", tokens_per_second,
+                  100.0 * tokens_per_second * flops_per_token / ceiling,
+                  backend.cuda ? ("the measured bf16 product rate on " + backend.gpu.name).c_str() : "the FMA ceiling");
+    return line;
 }
 
 /// The f32 FMA ceiling of `pool`'s threads right now (ceilings.hpp). A run measures it at the start
@@ -231,12 +292,12 @@ double fma_ceiling(ThreadPool& pool) { return ::bench::fma_ceiling(pool); }
 
 int make_model(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, tokenizer and data.
-    const fs::path dir = fs::path("models") / name;
+    const fs::path dir = fs::path("models") / name, out = options.out_dir(name);
     const std::string hp_text = read_file(dir / "train.json");
     const json::Value hp = json::parse(hp_text, (dir / "train.json").string());
     const Tokenizer tok = Tokenizer::load("models/tokenizer.json");
     const Config cfg = config_from(hp.at("config"), tok.vocab_size());
-    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int steps = options.step_count(hp), B = static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
     const CosineSchedule schedule = schedule_from(hp, steps);
@@ -244,91 +305,82 @@ int make_model(const std::string& name, const RunOptions& options) {
     train_file.check_vocab(cfg.vocab_size);
     const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
 
-    // Step 2: the model, optionally a frozen teacher to distil from, the optimizer.
+    // Step 2: the model, optionally a frozen teacher to distil from, the optimizer: on the CPU or the GPU.
     ThreadPool pool(threads);
-    TrainableLlama model(cfg, random_weights(cfg, seed, 0.02f), pool);
-    AdamW optimizer(cfg, model.params(), AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())});
-    std::unique_ptr<TrainableLlama> teacher;
-    double distill = 0.0;
+    const Backend backend = backend_for(options, threads);
+    lm_training::ModelSetup setup{cfg, random_weights(cfg, seed, 0.02f),
+                                  AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())}};
+    Checkpoint teacher;
     if (const auto* t = hp.find("teacher")) {
-        const Checkpoint ck = load_checkpoint(fs::path("models") / t->as_string());
-        detail::require(ck.config.vocab_size == cfg.vocab_size, "train_demo", [&] {
-            return "teacher vocabulary " + std::to_string(ck.config.vocab_size) + " differs from " + std::to_string(cfg.vocab_size);
+        teacher = load_checkpoint(fs::path("models") / t->as_string());
+        detail::require(teacher.config.vocab_size == cfg.vocab_size, "train_demo", [&] {
+            return "teacher vocabulary " + std::to_string(teacher.config.vocab_size) + " differs from " + std::to_string(cfg.vocab_size);
         });
-        teacher = std::make_unique<TrainableLlama>(ck.config, ck.weights, pool);
-        distill = hp.at("distill_weight").as_double();
+        setup.teacher = &teacher;
+        setup.distill = hp.at("distill_weight").as_double();
     }
-    const std::size_t n_params = parameter_count(model.params(), cfg);
-    std::printf("%s: %zu parameters, %d steps of %d x %d tokens (%.2f epochs of %zu), %d threads%s\n", name.c_str(),
-                n_params, steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), threads,
-                teacher ? (", distilled from " + hp.at("teacher").as_string()).c_str() : "");
-    RunRecord run = load_run(name, cfg, model.params(), optimizer, hp_text, options);
-    run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+    const std::size_t n_params = parameter_count(setup.initial, cfg);
+    std::unique_ptr<lm_training::ModelTrainer> model;
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (backend.cuda) model = lm_training::cuda_model_trainer(setup);
+#endif
+    if (!model) model = std::make_unique<lm_training::CpuModelTrainer>(setup, pool);
+    std::printf("%s: %zu parameters, %d steps of %d x %d tokens (%.2f epochs of %zu), on %s%s\n", name.c_str(), n_params,
+                steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), backend.where().c_str(),
+                setup.teacher ? (", distilled from " + hp.at("teacher").as_string()).c_str() : "");
+    RunRecord run = load_run(name, cfg, *model, hp_text, options);
+    if (!backend.cuda) run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
     // Model FLOPs per token: the student's forward and backward, and the teacher's forward.
     const double flops_per_token =
-        3.0 * forward_flops_per_token(cfg, T) + (teacher ? forward_flops_per_token(teacher->config(), T) : 0.0);
+        3.0 * forward_flops_per_token(cfg, T) + (setup.teacher ? forward_flops_per_token(teacher.config, T) : 0.0);
+    const auto evaluate_model = [&] {
+        return evaluate_windows(test_file, test_range, T, static_cast<int>(hp.at("eval_windows").as_int()), B,
+                                [&](const WindowBatch& w) { return model->evaluate(w).loss; });
+    };
 
     // Step 3: the loop, from the step the run is at.
-    const int eval_every = std::max(1, steps / 20), eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
-    std::vector<float> teacher_probs;
+    const int eval_every = std::max(1, steps / 20);
     ProgressLine progress(std::cerr, steps,
                           ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10, .first_step = run.step});
     const double seconds_before = run.train_seconds;
     const int first_step = run.step;
     for (int step = run.step; step < steps; ++step) {
         if (step % eval_every == 0) {
-            const EvalResult e = evaluate(model, test_file, test_range, T, eval_windows, B);
-            run.held_out.xs.push_back(step), run.held_out.ys.push_back(e.loss);
-            run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+            run.held_out.xs.push_back(step), run.held_out.ys.push_back(evaluate_model().loss);
+            if (!backend.cuda) run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
         }
         const auto t0 = std::chrono::steady_clock::now();
         const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
-        if (teacher) {  // the teacher's distribution for every position of the batch
-            teacher->forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
-            teacher_probs.resize(teacher->logits().size());
-            softmax_rows(pool, teacher_probs.data(), teacher->logits().data(), B * T, cfg.vocab_size);
-        }
-        model.zero_grad();
-        model.forward(ModelInput{.B = B, .T = T, .tokens = batch.inputs});
-        double loss = model.cross_entropy(batch.targets, 1.0 - distill);
-        if (teacher)
-            kl_divergence(pool, model.dlogits().data(), model.logits().data(), teacher_probs.data(), B * T,
-                          cfg.vocab_size, distill);
-        model.backward();
-        clip_grad_norm(pool, model.grads(), cfg, 1.0);
-        optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
+        const double loss = model->step(batch, schedule.at(step));
         run.record_step(loss, t0, seconds_before, progress, double(step + 1 - first_step) * B * T);
-        if (run.step % options.checkpoint_every == 0 || run.step == steps)
-            save_run(name, cfg, model.params(), optimizer, run, hp_text);
+        if (run.step % options.checkpoint_every == 0 || run.step == steps) save_run(name, cfg, *model, run, hp_text);
     }
     progress.finish();
-    const EvalResult final_eval = evaluate(model, test_file, test_range, T, eval_windows, B);
+    const EvalResult final_eval = evaluate_model();
     if (run.held_out.xs.empty() || run.held_out.xs.back() != steps)
         run.held_out.xs.push_back(steps), run.held_out.ys.push_back(final_eval.loss);
-    const double seconds = run.train_seconds;
 
     // Step 4: the checkpoint (bf16, HF layout), its tokenizer, the loss chart and a log.
-    save_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
-    fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token",
+    save_checkpoint(out, cfg, model->state().params, SaveFormat::kBF16);
+    fs::copy_file("models/tokenizer.json", out / "tokenizer.json", fs::copy_options::overwrite_existing);
+    write_svg_chart((out / "loss.svg").string(), name + ": cross-entropy per token",
                     std::vector<Series>{run.train_curve, run.held_out},
                     ChartOptions{.x_label = "step", .y_label = "nats per token"});
-    const Checkpoint back = load_checkpoint(dir);  // what ships is bf16: measure that
+    // What ships is bf16: measure that, on the CPU (the reference), whatever trained it.
+    const Checkpoint back = load_checkpoint(out);
     TrainableLlama shipped(back.config, back.weights, pool);
-    const EvalResult bf16_eval = evaluate(shipped, test_file, test_range, T, eval_windows, B);
+    const EvalResult bf16_eval = evaluate(shipped, test_file, test_range, T, static_cast<int>(hp.at("eval_windows").as_int()), B);
     json::Object log;
     log.set("parameters", static_cast<std::int64_t>(n_params));
-    log_rates(log, run, steps, B, T, flops_per_token, threads);
+    log_rates(log, run, steps, B, T, flops_per_token, backend);
     log.set("heldout_loss", bf16_eval.loss);
     log.set("heldout_perplexity", bf16_eval.perplexity);
     log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
-    std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+    std::ofstream(out / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
     std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, bf16 checkpoint; float32 before saving %.2f), "
-                "%.0f s, training steps at %.0f tokens/s = %.1f%% of the FMA ceiling, wrote %s\n",
-                name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, seconds,
-                double(steps) * B * T / run.step_seconds,
-                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
-                dir.string().c_str());
+                "%.0f s, %s, wrote %s\n",
+                name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, run.train_seconds,
+                rate_summary(run, steps, B, T, flops_per_token, backend).c_str(), out.string().c_str());
     return 0;
 }
 
@@ -338,41 +390,48 @@ int make_model(const std::string& name, const RunOptions& options) {
 /// trains the paper's vanilla drafter (§5.2) with the same code, data, seed and steps.
 int make_glide(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, tokenizer, data, and the frozen target.
-    const fs::path dir = fs::path("models") / name;
+    const fs::path dir = fs::path("models") / name, out = options.out_dir(name);
     const std::string hp_text = read_file(dir / "train.json");
     const json::Value hp = json::parse(hp_text, (dir / "train.json").string());
     const Tokenizer tok = Tokenizer::load("models/tokenizer.json");
-    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int steps = options.step_count(hp), B = static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const int block_length = static_cast<int>(hp.at("block_length").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
     const CosineSchedule schedule = schedule_from(hp, steps);
     const std::string target_name = hp.find("target") ? hp.at("target").as_string() : "target";
     ThreadPool pool(threads);
+    const Backend backend = backend_for(options, threads);
     const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
-    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
+    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});  // the CPU's, and the shipped check's
     const GlideConfig cfg = glide_config_for(config_from(hp.at("config"), tok.vocab_size()), target_ck.config,
                                              hp.at("glide_cross_attention").as_bool());
     const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
     train_file.check_vocab(cfg.draft.vocab_size);
     const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
 
-    // Step 2: the drafter, its optimizer, and the cross-attention masks: block-wise for training and
-    // held-out loss; "every earlier row" (the first draft after a verification) as a second figure.
-    TrainableGlide<float> model(cfg, random_glide_weights(cfg, seed, 0.02f), pool);
-    AdamW optimizer(cfg, model.params(), AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())});
+    // Step 2: the drafter and its optimizer (on the CPU or the GPU, the target beside it), and the
+    // cross-attention masks: block-wise for training and held-out loss; "every earlier row" (the first
+    // draft after a verification) as a second figure.
+    const lm_training::GlideSetup setup{cfg, random_glide_weights(cfg, seed, 0.02f),
+                                        AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())}};
+    std::unique_ptr<lm_training::GlideTrainer> model;
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (backend.cuda) model = lm_training::cuda_glide_trainer(setup, target_ck, T);
+#endif
+    if (!model) model = std::make_unique<lm_training::CpuGlideTrainer>(setup, target, pool);
     const std::vector<std::uint8_t> block_mask = glide_block_mask(T, T, block_length);
     const std::vector<std::uint8_t> first_draft_mask = glide_inference_mask(T, T, T);
-    const std::size_t n_params = parameter_count(model.params(), cfg);
-    std::printf("%s: %zu parameters, %s, %d steps of %d x %d tokens (%.2f epochs of %zu), %d threads\n", name.c_str(),
+    const std::size_t n_params = parameter_count(setup.initial, cfg);
+    std::printf("%s: %zu parameters, %s, %d steps of %d x %d tokens (%.2f epochs of %zu), on %s\n", name.c_str(),
                 n_params,
                 cfg.glide_cross_attention ? ("GLIDE reading " + target_name + "'s KV, block length " +
                                              std::to_string(block_length)).c_str()
                                           : "vanilla drafter (no cross-attention)",
-                steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), threads);
+                steps, B, T, double(steps) * B * T / double(train_file.size()), train_file.size(), backend.where().c_str());
 
-    RunRecord run = load_run(name, cfg, model.params(), optimizer, hp_text, options);
-    run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+    RunRecord run = load_run(name, cfg, *model, hp_text, options);
+    if (!backend.cuda) run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
     // Model FLOPs per token: the drafter's forward and backward (its self-attention layers as a Llama's,
     // and per layer the cross-attention's two projections and its products over the target rows a
     // query sees, about T/2 under the block mask), and the frozen target's forward for its KV.
@@ -382,42 +441,42 @@ int make_glide(const std::string& name, const RunOptions& options) {
                              : 0.0;
     const double flops_per_token = 3.0 * (forward_flops_per_token(cfg.draft, T) + cross) +
                                    (cfg.glide_cross_attention ? forward_flops_per_token(target_ck.config, T) : 0.0);
+    const int eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
+    const auto evaluate_glide_trainer = [&](std::span<const std::uint8_t> mask) {
+        return evaluate_windows(test_file, test_range, T, eval_windows, B, [&](const WindowBatch& w) {
+            return model->evaluate(lm_training::GlideWindows{&w, mask}).loss;
+        });
+    };
 
     // Step 3: the loop, from the step the run is at; held-out loss 10 times (each evaluation runs the target too).
-    const int eval_every = std::max(1, steps / 10), eval_windows = static_cast<int>(hp.at("eval_windows").as_int());
+    const int eval_every = std::max(1, steps / 10);
     ProgressLine progress(std::cerr, steps,
                           ProgressOptions{.terminal = stderr_is_terminal(), .plain_every_s = 10, .first_step = run.step});
     const double seconds_before = run.train_seconds;
     const int first_step = run.step;
     for (int step = run.step; step < steps; ++step) {
         if (step % eval_every == 0) {
-            const EvalResult e = evaluate_glide(model, target, test_file, test_range, T, eval_windows, B, block_mask);
-            run.held_out.xs.push_back(step), run.held_out.ys.push_back(e.loss);
-            run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+            run.held_out.xs.push_back(step), run.held_out.ys.push_back(evaluate_glide_trainer(block_mask).loss);
+            if (!backend.cuda) run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
         }
         const auto t0 = std::chrono::steady_clock::now();
         const WindowBatch batch = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
-        model.zero_grad();
-        const double loss = glide_batch(model, target, batch, block_mask, /*with_backward=*/true);
-        clip_grad_norm(pool, model.grads(), cfg, 1.0);
-        optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
+        const double loss = model->step(lm_training::GlideWindows{&batch, block_mask}, schedule.at(step));
         run.record_step(loss, t0, seconds_before, progress, double(step + 1 - first_step) * B * T);
-        if (run.step % options.checkpoint_every == 0 || run.step == steps)
-            save_run(name, cfg, model.params(), optimizer, run, hp_text);
+        if (run.step % options.checkpoint_every == 0 || run.step == steps) save_run(name, cfg, *model, run, hp_text);
     }
     progress.finish();
-    const EvalResult final_eval = evaluate_glide(model, target, test_file, test_range, T, eval_windows, B, block_mask);
+    const EvalResult final_eval = evaluate_glide_trainer(block_mask);
     if (run.held_out.xs.empty() || run.held_out.xs.back() != steps)
         run.held_out.xs.push_back(steps), run.held_out.ys.push_back(final_eval.loss);
-    const double seconds = run.train_seconds;
 
-    // Step 4: the checkpoint (bf16), its tokenizer, the loss chart and a log, measured as shipped.
-    save_glide_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
-    fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-    write_svg_chart((dir / "loss.svg").string(), name + ": cross-entropy per token",
+    // Step 4: the checkpoint (bf16), its tokenizer, the loss chart and a log, measured as shipped (on the CPU).
+    save_glide_checkpoint(out, cfg, model->state().params, SaveFormat::kBF16);
+    fs::copy_file("models/tokenizer.json", out / "tokenizer.json", fs::copy_options::overwrite_existing);
+    write_svg_chart((out / "loss.svg").string(), name + ": cross-entropy per token",
                     std::vector<Series>{run.train_curve, run.held_out},
                     ChartOptions{.x_label = "step", .y_label = "nats per token"});
-    const GlideCheckpoint back = load_glide_checkpoint(dir);
+    const GlideCheckpoint back = load_glide_checkpoint(out);
     TrainableGlide<float> shipped(back.config, back.weights, pool);
     const EvalResult bf16_eval = evaluate_glide(shipped, target, test_file, test_range, T, eval_windows, B, block_mask);
     const EvalResult first_eval =
@@ -426,20 +485,17 @@ int make_glide(const std::string& name, const RunOptions& options) {
     log.set("parameters", static_cast<std::int64_t>(n_params));
     log.set("glide_cross_attention", cfg.glide_cross_attention);
     log.set("target", target_name);
-    log_rates(log, run, steps, B, T, flops_per_token, threads);
+    log_rates(log, run, steps, B, T, flops_per_token, backend);
     log.set("heldout_loss", bf16_eval.loss);  // block-wise mask, as trained
     log.set("heldout_perplexity", bf16_eval.perplexity);
     log.set("heldout_loss_first_draft", first_eval.loss);  // every query sees all earlier target rows
     log.set("heldout_perplexity_first_draft", first_eval.perplexity);
     log.set("heldout_tokens", static_cast<std::int64_t>(bf16_eval.n_tokens));
-    std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+    std::ofstream(out / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
     std::printf("%s: held-out perplexity %.2f (loss %.3f nats/token, block mask, bf16 checkpoint; float32 before "
-                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, training steps at %.0f "
-                "tokens/s = %.1f%% of the FMA ceiling, wrote %s\n",
+                "saving %.2f; %.2f when every query sees all earlier target rows), %.0f s, %s, wrote %s\n",
                 name.c_str(), bf16_eval.perplexity, bf16_eval.loss, final_eval.perplexity, first_eval.perplexity,
-                seconds, double(steps) * B * T / run.step_seconds,
-                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
-                dir.string().c_str());
+                run.train_seconds, rate_summary(run, steps, B, T, flops_per_token, backend).c_str(), out.string().c_str());
     return 0;
 }
 
@@ -449,7 +505,7 @@ int make_glide(const std::string& name, const RunOptions& options) {
 /// 3's ablations (cross-entropy, a fixed block length) train with the same code.
 int make_edd(const std::string& name, const RunOptions& options) {
     // Step 1: hyperparameters, data, the frozen target and what it says about the held-out windows.
-    const fs::path dir = fs::path("models") / name;
+    const fs::path dir = fs::path("models") / name, out = options.out_dir(name);
     const std::string hp_text = read_file(dir / "train.json");
     const json::Value hp = json::parse(hp_text, (dir / "train.json").string());
     const json::Value& e = hp.at("edd");
@@ -459,16 +515,25 @@ int make_edd(const std::string& name, const RunOptions& options) {
                              .max_block = static_cast<int>(e.at("max_block").as_int())};
     eo.validate();
     const bool freeze = e.at("freeze_embeddings").as_bool();
-    const int steps = static_cast<int>(hp.at("steps").as_int()), B = static_cast<int>(hp.at("batch").as_int());
+    const int steps = options.step_count(hp), B = static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
     const auto seed = static_cast<std::uint64_t>(hp.at("seed").as_int());
     const CosineSchedule schedule = schedule_from(hp, steps);
     const std::string target_name = hp.at("target").as_string();
     ThreadPool pool(threads);
+    const Backend backend = backend_for(options, threads);
     const Checkpoint target_ck = load_checkpoint(fs::path("models") / target_name);
-    CpuModel target(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
     const int layer = edd_hidden_layer(target_ck.config);
     const Config cfg = edd_drafter_config(target_ck.config);
+    // The target's states and laws per batch: a CpuModel, or with --device cuda a CudaModel.
+    feature_training::Teacher teacher;
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (backend.cuda) teacher = feature_training::cuda_teacher(target_ck, T, pool, layer);
+#endif
+    if (!teacher) {
+        auto target = std::make_shared<CpuModel>(target_ck.config, target_ck.weights, ModelOptions{.pool = &pool});
+        teacher = [target, &pool, layer](const WindowBatch& w) { return edd_teacher(*target, pool, layer, w); };
+    }
     const TokenFile train_file((kData / "train.bin").string()), test_file((kData / "test.bin").string());
     train_file.check_vocab(cfg.vocab_size);
     const TokenRange train_range{0, train_file.size()}, test_range{0, test_file.size()};
@@ -477,31 +542,35 @@ int make_edd(const std::string& name, const RunOptions& options) {
     std::vector<EddBatch> eval_set;  // the held-out windows with the target's states and laws, computed once
     for (int first = 0; first < eval_windows; first += B) {
         const WindowBatch w = spaced_windows(test_file, test_range, T, eval_windows, first, std::min(B, eval_windows - first));
-        eval_set.push_back(edd_batch(w, edd_teacher(target, pool, layer, w), eval_block, eo));
+        eval_set.push_back(edd_batch(w, teacher(w), eval_block, eo));
     }
 
     // Step 2: the drafter (embedding, head and final norm from the target) and its optimizer.
-    TrainableLlama model(cfg, edd_initial_weights(cfg, target_ck.weights, seed), pool);
-    AdamWOptions ao{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())};
-    if (freeze) ao.frozen = {"model.embed_tokens.weight", "model.norm.weight"};
-    AdamW optimizer(cfg, model.params(), ao);
-    const std::size_t n_params = parameter_count(model.params(), cfg);
+    lm_training::EddSetup setup{cfg, edd_initial_weights(cfg, target_ck.weights, seed),
+                                AdamWOptions{.weight_decay = static_cast<float>(hp.at("weight_decay").as_double())}, eo.kl};
+    if (freeze) setup.adamw.frozen = {"model.embed_tokens.weight", "model.norm.weight"};
+    std::unique_ptr<lm_training::EddTrainer> model;
+#if defined(SPECDEC_TRAIN_DEMO_CUDA)
+    if (backend.cuda) model = lm_training::cuda_edd_trainer(setup);
+#endif
+    if (!model) model = std::make_unique<lm_training::CpuEddTrainer>(setup, pool);
+    const std::size_t n_params = parameter_count(setup.initial, cfg);
     std::printf("%s: %zu parameters (%s), %s of %s's layer-%d states, %s, blocks of %d..%d, %d steps of %d x %d "
-                "tokens, %d threads\n",
+                "tokens, on %s\n",
                 name.c_str(), n_params, freeze ? "embedding and head frozen" : "all trained",
                 eo.soft_prompt ? "soft prompt" : "no soft prompt (VDM)", target_name.c_str(), layer,
-                eo.kl ? "forward KL" : "cross-entropy", eo.min_block, eo.max_block, steps, B, T, threads);
-    RunRecord run = load_run(name, cfg, model.params(), optimizer, hp_text, options);
-    run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+                eo.kl ? "forward KL" : "cross-entropy", eo.min_block, eo.max_block, steps, B, T, backend.where().c_str());
+    RunRecord run = load_run(name, cfg, *model, hp_text, options);
+    if (!backend.cuda) run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
     const int rows = eo.soft_prompt ? 2 : 1;  // drafter rows per token
     const double flops_per_token =
         3.0 * rows * forward_flops_per_token(cfg, rows * T) + forward_flops_per_token(target_ck.config, T);
     // Held-out: forward KL to the target and how often the drafter's argmax is the target's.
-    const auto evaluate_edd = [&](TrainableLlama& m) {
+    const auto evaluate_edd = [&](lm_training::EddTrainer& m) {
         double kl = 0.0, agree = 0.0;
         for (const EddBatch& b : eval_set) {
-            kl += edd_forward_loss(m, b, /*kl=*/true, /*weight=*/0.0) * b.B;
-            agree += top1_agreement(m, b) * b.B;
+            const lm_training::Evaluation ev = m.evaluate(b);
+            kl += ev.loss * b.B, agree += ev.top1 * b.B;
         }
         return std::pair{kl / eval_windows, agree / eval_windows};
     };
@@ -514,35 +583,33 @@ int make_edd(const std::string& name, const RunOptions& options) {
     const int first_step = run.step;
     for (int step = run.step; step < steps; ++step) {
         if (step % eval_every == 0) {
-            run.held_out.xs.push_back(step), run.held_out.ys.push_back(evaluate_edd(model).first);
-            run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
+            run.held_out.xs.push_back(step), run.held_out.ys.push_back(evaluate_edd(*model).first);
+            if (!backend.cuda) run.fma_peak = std::max(run.fma_peak, fma_ceiling(pool));
         }
         const auto t0 = std::chrono::steady_clock::now();
         const WindowBatch w = random_windows(train_file, train_range, B, T, seed, static_cast<std::uint32_t>(step));
-        const EddBatch batch = edd_batch(w, edd_teacher(target, pool, layer, w), eo.block_length(seed, step), eo);
-        model.zero_grad();
-        const double loss = edd_forward_loss(model, batch, eo.kl);
-        model.backward();
-        clip_grad_norm(pool, model.grads(), cfg, 1.0);
-        optimizer.step(pool, model.params(), model.grads(), schedule.at(step));
+        const EddBatch batch = edd_batch(w, teacher(w), eo.block_length(seed, step), eo);
+        const double loss = model->step(batch, schedule.at(step));
         run.record_step(loss, t0, seconds_before, progress, double(step + 1 - first_step) * B * T);
-        if (run.step % options.checkpoint_every == 0 || run.step == steps)
-            save_run(name, cfg, model.params(), optimizer, run, hp_text);
+        if (run.step % options.checkpoint_every == 0 || run.step == steps) save_run(name, cfg, *model, run, hp_text);
     }
     progress.finish();
-    const auto final_eval = evaluate_edd(model);
+    const auto final_eval = evaluate_edd(*model);
     if (run.held_out.xs.empty() || run.held_out.xs.back() != steps)
         run.held_out.xs.push_back(steps), run.held_out.ys.push_back(final_eval.first);
 
-    // Step 4: the checkpoint (model_type "edd", or a plain Llama for the VDM), chart and log, as shipped.
-    if (eo.soft_prompt) save_edd_checkpoint(dir, EddCheckpoint{cfg, model.params(), layer}, SaveFormat::kBF16);
-    else save_checkpoint(dir, cfg, model.params(), SaveFormat::kBF16);
-    fs::copy_file("models/tokenizer.json", dir / "tokenizer.json", fs::copy_options::overwrite_existing);
-    write_svg_chart((dir / "loss.svg").string(), name + (eo.kl ? ": KL to the target per token" : ": cross-entropy per token"),
+    // Step 4: the checkpoint (model_type "edd", or a plain Llama for the VDM), chart and log, as shipped
+    // (measured on the CPU trainer, the reference, whatever trained it).
+    const Weights trained = model->state().params;
+    if (eo.soft_prompt) save_edd_checkpoint(out, EddCheckpoint{cfg, trained, layer}, SaveFormat::kBF16);
+    else save_checkpoint(out, cfg, trained, SaveFormat::kBF16);
+    fs::copy_file("models/tokenizer.json", out / "tokenizer.json", fs::copy_options::overwrite_existing);
+    write_svg_chart((out / "loss.svg").string(), name + (eo.kl ? ": KL to the target per token" : ": cross-entropy per token"),
                     std::vector<Series>{run.train_curve, Series{"held-out KL", run.held_out.xs, run.held_out.ys}},
                     ChartOptions{.x_label = "step", .y_label = "nats per token"});
-    Weights shipped_w = eo.soft_prompt ? load_edd_checkpoint(dir).weights : load_checkpoint(dir).weights;
-    TrainableLlama shipped(cfg, std::move(shipped_w), pool);
+    lm_training::EddSetup shipped_setup = setup;
+    shipped_setup.initial = eo.soft_prompt ? load_edd_checkpoint(out).weights : load_checkpoint(out).weights;
+    lm_training::CpuEddTrainer shipped(shipped_setup, pool);
     const auto bf16_eval = evaluate_edd(shipped);
     json::Object log;
     log.set("parameters", static_cast<std::int64_t>(n_params));
@@ -551,19 +618,16 @@ int make_edd(const std::string& name, const RunOptions& options) {
     log.set("soft_prompt", eo.soft_prompt);
     log.set("loss", eo.kl ? "forward KL" : "cross-entropy");
     log.set("freeze_embeddings", freeze);
-    log_rates(log, run, steps, B, T, flops_per_token, threads);
+    log_rates(log, run, steps, B, T, flops_per_token, backend);
     log.set("heldout_kl", bf16_eval.first);
     log.set("heldout_top1_agreement", bf16_eval.second);
     log.set("heldout_block_length", eo.soft_prompt ? eval_block : 0);
     log.set("heldout_tokens", static_cast<std::int64_t>(eval_windows) * T);
-    std::ofstream(dir / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
+    std::ofstream(out / "train_log.json") << json::dump(json::Value(std::move(log)), 2) << "\n";
     std::printf("%s: held-out KL to the target %.3f nats/token, top-1 agreement %.3f (bf16 checkpoint; float32 "
-                "before saving %.3f / %.3f), %.0f s, training steps at %.0f tokens/s = %.1f%% of the FMA ceiling, "
-                "wrote %s\n",
+                "before saving %.3f / %.3f), %.0f s, %s, wrote %s\n",
                 name.c_str(), bf16_eval.first, bf16_eval.second, final_eval.first, final_eval.second, run.train_seconds,
-                double(steps) * B * T / run.step_seconds,
-                100.0 * double(steps) * B * T / run.step_seconds * flops_per_token / (run.fma_peak * 1e9),
-                dir.string().c_str());
+                rate_summary(run, steps, B, T, flops_per_token, backend).c_str(), out.string().c_str());
     return 0;
 }
 
@@ -600,21 +664,14 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
         Series train_t{"train L_t", {}, {}}, train_f{"train L_f", {}, {}}, held_t{"held-out L_t", {}, {}},
             held_f{"held-out L_f", {}, {}};
     };
-    const bool cuda = options.device == "cuda";
-    detail::require(cuda || options.device == "cpu", "train_demo", [&] {
-        return "--device '" + options.device + "' is neither cpu nor cuda";
-    });
-#if !defined(SPECDEC_TRAIN_DEMO_CUDA)
-    detail::require(!cuda, "train_demo", [] {
-        return std::string("--device cuda: this train_demo was built without CUDA (configure with nvcc on PATH)");
-    });
-#endif
+    const Backend backend = backend_for(options, 0);
+    const bool cuda = backend.cuda;
     std::vector<Drafter> ds(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) {
         Drafter& d = ds[i];
         d.name = names[i];
         d.dir = fs::path("models") / d.name;
-        d.out = options.out.empty() ? d.dir : fs::path(options.out) / d.name;
+        d.out = options.out_dir(d.name);
         d.hp = json::parse(read_file(d.dir / "train.json"), (d.dir / "train.json").string());
         const json::Value& fo = d.hp.at("feature");
         d.connector = fo.at("connector").as_string();
@@ -637,10 +694,9 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
                 return "models/" + d.name + "/train.json: '" + shared + "' differs from models/" + ds[0].name +
                        "'s; drafters trained together share the target, the data, the steps and the seed";
             });
-        fs::create_directories(d.out);
     }
     const json::Value& hp = ds[0].hp;
-    int steps = options.steps > 0 ? options.steps : static_cast<int>(hp.at("steps").as_int());
+    int steps = options.step_count(hp);
     const int steps_requested = steps;  // --max-seconds may fit fewer
     const int B = options.batch > 0 ? options.batch : static_cast<int>(hp.at("batch").as_int());
     const int T = static_cast<int>(hp.at("seq_len").as_int()), threads = static_cast<int>(hp.at("threads").as_int());
@@ -689,10 +745,7 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
 
     // Step 2: each drafter (embedding and head: the target's, frozen; layer and connector at random).
     const double fma_peak = cuda ? 0.0 : fma_ceiling(pool);
-    GpuInfo gpu;
-#if defined(SPECDEC_TRAIN_DEMO_CUDA)
-    if (cuda) gpu = cuda_info();
-#endif
+    const GpuInfo& gpu = backend.gpu;
     const auto make_trainer = [&](const FeatureCheckpoint& init, const Drafter& d) -> std::unique_ptr<FeatureTrainer> {
 #if defined(SPECDEC_TRAIN_DEMO_CUDA)
         if (cuda) return cuda_feature_trainer(init, d.frozen, d.weight_decay);
@@ -885,21 +938,12 @@ int make_bigram() {
 
 int main(int argc, char** argv) try {
     const std::string what = argc > 1 ? argv[1] : "";
-    RunOptions options;
-    bool flags_ok = true;
-    for (int i = 3; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--resume") options.resume = true;
-        else if (a == "--checkpoint-every" && i + 1 < argc) options.checkpoint_every = std::max(1, std::atoi(argv[++i]));
-        else flags_ok = false;
-    }
     if (what == "tokenizer" && argc == 2) return make_tokenizer();
-    if (what == "model" && argc > 2 && flags_ok) return make_model(argv[2], options);
-    if (what == "glide" && argc > 2 && flags_ok) return make_glide(argv[2], options);
-    if (what == "edd" && argc > 2 && flags_ok) return make_edd(argv[2], options);
-    if ((what == "eagle" || what == "fspad") && argc > 2) {
-        std::vector<std::string> names;  // several names train together on one target forward per step
-        RunOptions feature_options;
+    if (what == "bigram" && argc == 2) return make_bigram();
+    const bool feature = what == "eagle" || what == "fspad";
+    if ((what == "model" || what == "glide" || what == "edd" || feature) && argc > 2) {
+        std::vector<std::string> names;  // eagle|fspad: several names train together on one target forward per step
+        RunOptions options;
         for (int i = 2; i < argc; ++i) {
             const std::string a = argv[i];
             const auto value = [&]() -> std::string {
@@ -913,23 +957,34 @@ int main(int argc, char** argv) try {
                                 [&] { return a + " " + v + ": expected a positive number"; });
                 return x;
             };
-            if (a == "--resume") feature_options.resume = true;
-            else if (a == "--device") feature_options.device = value();
-            else if (a == "--target-scale") feature_options.target_scale = value();
-            else if (a == "--out") feature_options.out = value();
-            else if (a == "--steps") feature_options.steps = static_cast<int>(count(value()));
-            else if (a == "--batch") feature_options.batch = static_cast<int>(count(value()));
-            else if (a == "--max-seconds") feature_options.max_seconds = count(value());
+            const auto feature_only = [&] {
+                detail::require(feature, "train_demo", [&] { return a + " is for eagle|fspad only, not " + what; });
+            };
+            if (a == "--resume") options.resume = true;
+            else if (a == "--checkpoint-every") options.checkpoint_every = static_cast<int>(count(value()));
+            else if (a == "--device") options.device = value();
+            else if (a == "--out") options.out = value();
+            else if (a == "--steps") options.steps = static_cast<int>(count(value()));
+            else if (a == "--target-scale") feature_only(), options.target_scale = value();
+            else if (a == "--batch") feature_only(), options.batch = static_cast<int>(count(value()));
+            else if (a == "--max-seconds") feature_only(), options.max_seconds = count(value());
             else if (a.rfind("--", 0) == 0) detail::fail("train_demo", "unknown option '" + a + "' for " + what);
             else names.push_back(a);
         }
-        return make_feature(names, feature_options);
+        detail::require(!names.empty() && (feature || names.size() == 1), "train_demo", [&] {
+            return what + " takes " + (feature ? "one or more names" : "one name") + ", got " + std::to_string(names.size());
+        });
+        detail::require(!(options.resume && options.steps > 0), "train_demo", [] {
+            return std::string("--resume continues train.json's run: it does not take --steps");
+        });
+        if (what == "model") return make_model(names[0], options);
+        if (what == "glide") return make_glide(names[0], options);
+        if (what == "edd") return make_edd(names[0], options);
+        return make_feature(names, options);
     }
-    if (what == "bigram" && argc == 2) return make_bigram();
     std::fprintf(stderr, "usage: train_demo tokenizer | train_demo bigram\n"
-                         "       train_demo model <name> [--resume] [--checkpoint-every N]\n"
-                         "       train_demo glide <name> [--resume] [--checkpoint-every N]\n"
-                         "       train_demo edd <name> [--resume] [--checkpoint-every N]\n"
+                         "       train_demo model|glide|edd <name> [--device cpu|cuda] [--resume] [--checkpoint-every N]\n"
+                         "                  [--out DIR] [--steps N]\n"
                          "       train_demo eagle|fspad <name> [<name> ...] [--device cpu|cuda] [--target-scale 110m|1b|7b]\n"
                          "                  [--out DIR] [--steps N] [--batch N] [--max-seconds S]   (from the repository root)\n");
     return 2;

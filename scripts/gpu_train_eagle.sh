@@ -12,15 +12,18 @@
 # Steps, each bounded:
 #   1. the GPU trainer's checks: specdec_cuda_tests "[train]" (every training kernel against the host run
 #      of the same code, gradients and AdamW against TrainableLlama, the drafters, a widened upload)
-#   2. train_demo eagle eagle_layout --device cuda --target-scale 7b: models/eagle_layout/train.json's
+#   2. the token-level drafters on the GPU, 100 steps each: train_demo model small, edd edd, glide glide
+#      --device cuda --steps 100 -> <kind>_train_log.json (held-out loss of the shipped bf16 checkpoint,
+#      measured on the CPU, tokens/s, MFU), to set beside the same 100 steps on the CPU
+#   3. train_demo eagle eagle_layout --device cuda --target-scale 7b: models/eagle_layout/train.json's
 #      drafter (EAGLE-1/2's layer, FC connector) against the demo target widened to Llama-2-7B's shape
 #      (a simulation: the demo target's outputs at a 7B model's cost, docs/widening.md), batch 16 x 128,
-#      fitted to TRAIN_SECONDS (default 300) -> train_log.json (tokens/s, MFU against the measured bf16
+#      fitted to TRAIN_SECONDS (default 240) -> train_log.json (tokens/s, MFU against the measured bf16
 #      product rate), loss.svg, the drafter folder in build/gpu_models/eagle_gpu
-#   3. its tau: specdec_bench at the 7B cost on this machine's CPU cores (the GPU runs no feature
+#   4. its tau: specdec_bench at the 7B cost on this machine's CPU cores (the GPU runs no feature
 #      drafter yet), EAGLE-2 60/6/10 with the GPU-trained drafter beside the shipped CPU-trained one
 #      (widened with the target) and plain decoding -> tau.csv, tau.html
-#   4. the EAGLE layout's golden logits (scripts/make_eagle_golden.py, needs torch) -> logits.json, to
+#   5. the EAGLE layout's golden logits (scripts/make_eagle_golden.py, needs torch) -> logits.json, to
 #      commit as tests/data/eagle_golden/logits.json
 # summary.txt has one line per step with its exit code; the logs come back packed in logs.tgz.
 set -uo pipefail
@@ -30,7 +33,7 @@ out="${1:-${OUT:-build/gpu_train}}"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 bin="${BIN:-build/release}"
-train_seconds="${TRAIN_SECONDS:-300}"
+train_seconds="${TRAIN_SECONDS:-240}"
 deadline=$(( $(date +%s) + ${GPU_TRAIN_SECONDS:-560} ))
 : > "$out/summary.txt"
 
@@ -59,6 +62,12 @@ mkdir -p "$models"
 ln -sfn "$root/models/target" "$models/target"
 ln -sfn "$root/models/eagle" "$models/eagle"
 rm -rf "$models/eagle_layout" "$models/eagle_gpu"
+
+for run in "model small" "edd edd" "glide glide"; do
+    read -r kind name <<< "$run"
+    step "$kind" 90 "$kind.log" "$bin/train_demo" "$kind" "$name" --device cuda --out "$models/token" --steps 100 &&
+        cp "$models/token/$name/train_log.json" "$out/${kind}_train_log.json"
+done
 step train $(( train_seconds + 120 )) train.log "$bin/train_demo" eagle eagle_layout --device cuda --target-scale 7b \
     --out "$models" --batch 16 --steps 3000 --max-seconds "$train_seconds"
 [ -f "$models/eagle_layout/train_log.json" ] && mv "$models/eagle_layout" "$models/eagle_gpu" &&
@@ -82,7 +91,7 @@ fi
 (
     cd "$out" || exit
     packed=()
-    for f in ./*.log env.txt bench; do [ -e "$f" ] && packed+=("$f"); done
+    for f in ./*.log ./*_train_log.json env.txt bench; do [ -e "$f" ] && packed+=("$f"); done
     (( ${#packed[@]} )) && tar czf logs.tgz "${packed[@]}" && rm -rf "${packed[@]}"
 )
 cat "$out/summary.txt"

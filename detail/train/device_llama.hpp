@@ -90,6 +90,19 @@ public:
         });
     }
 
+    /// Overwrites the values from a host set of the same shape (a run continued from its saved state).
+    template <class Tensors, class Shape>
+    void upload(const Tensors& host, const Shape& shape) {
+        for_each_tensor(host, shape, [&](const std::string& name, const std::vector<float>& t, const auto&) {
+            if (t.empty()) return;
+            Tensor& x = at(name);
+            detail::require(x.n == t.size(), "train", [&] {
+                return "tensor '" + name + "': " + std::to_string(t.size()) + " values for " + std::to_string(x.n) + " on the device";
+            });
+            dev_->upload(x.value.data(), t.data(), t.size());
+        });
+    }
+
 private:
     std::size_t lookup(const std::string& name) const {
         const auto it = index_.find(name);
@@ -165,7 +178,53 @@ public:
 
     int t() const { return t_; }
 
+    /// The moments into host tensors shaped like the parameters (zeros where a tensor is not trained):
+    /// with the parameters and t(), what a run's state file holds (io/train_state.hpp), as AdamW<>'s.
+    template <class Tensors, class Shape>
+    void download_moments(Tensors& m, Tensors& v, const Shape& shape) const {
+        each_pair(m, v, shape, [&](std::vector<float>& hm, std::vector<float>& hv, const Moments& d) {
+            if (!d.trained) {
+                std::fill(hm.begin(), hm.end(), 0.0f), std::fill(hv.begin(), hv.end(), 0.0f);
+                return;
+            }
+            dev_->download(hm.data(), d.m.data(), hm.size());
+            dev_->download(hv.data(), d.v.data(), hv.size());
+        });
+    }
+
+    /// Continues from a saved state: moments shaped like the parameters, `t` steps taken.
+    template <class Tensors, class Shape>
+    void restore(Tensors m, Tensors v, const Shape& shape, int t) {
+        detail::require(t >= 0, "train", [&] { return "DeviceAdamW::restore: t = " + std::to_string(t) + " < 0"; });
+        each_pair(m, v, shape, [&](std::vector<float>& hm, std::vector<float>& hv, Moments& d) {
+            if (!d.trained) return;
+            dev_->upload(d.m.data(), hm.data(), hm.size());
+            dev_->upload(d.v.data(), hv.data(), hv.size());
+        });
+        t_ = t;
+    }
+
 private:
+    /// f(host m, host v, device moments) for every non-empty tensor of the host sets, checked against
+    /// the device tensor of the same name.
+    template <class Tensors, class Shape, class F>
+    void each_pair(Tensors& m, Tensors& v, const Shape& shape, F&& f) const {
+        std::vector<std::vector<float>*> vs;
+        for_each_tensor(v, shape, [&](const std::string&, std::vector<float>& t, const auto&) { vs.push_back(&t); });
+        std::size_t i = 0;
+        for_each_tensor(m, shape, [&](const std::string& name, std::vector<float>& t, const auto&) {
+            std::vector<float>& tv = *vs[i++];
+            if (t.empty()) return;
+            const auto& all = params_->all();
+            const auto it = std::find_if(all.begin(), all.end(), [&](const auto& x) { return x.name == name; });
+            detail::require(it != all.end() && it->n == t.size() && tv.size() == t.size(), "train", [&] {
+                return "DeviceAdamW: moments of '" + name + "' (" + std::to_string(t.size()) +
+                       " values) are not shaped like a parameter on the device";
+            });
+            f(t, tv, const_cast<Moments&>(moments_[static_cast<std::size_t>(it - all.begin())]));
+        });
+    }
+
     struct Moments {
         typename Device::template Buffer<float> m, v;
         bool trained;

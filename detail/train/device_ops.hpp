@@ -467,6 +467,17 @@ struct Top1Agrees {
     }
 };
 
+/// Row r: p = softmax(z) over V (a frozen teacher's law, the target of distillation).
+struct SoftmaxRow {
+    float* p;
+    const float* z;
+    int V;
+    SPECDEC_HD void operator()(Index r) const {
+        const double lse = log_sum_exp(z + r * V, V);
+        for (int j = 0; j < V; ++j) p[r * V + j] = static_cast<float>(::exp(double(z[r * V + j]) - lse));
+    }
+};
+
 // ---- AdamW ---------------------------------------------------------------------------------------------------------
 
 /// One AdamW update of element i (the optimizer.hpp arithmetic): decoupled decay `decay` = lr · wd (0 for

@@ -164,6 +164,68 @@ TEST_CASE("the device's AdamW and clipping take optimizer.hpp's steps", "[train]
     CHECK(opt.t() == 3);
 }
 
+TEST_CASE("the device's AdamW state leaves the device and returns: a restored run takes the same steps", "[train][device][optimizer]") {
+    const Config cfg = test::variant_config(test::kVariants[0], 40);
+    const int B = 2, T = 4, N = B * T, V = cfg.vocab_size;
+    ThreadPool pool(2);
+    HostDevice dev(pool);
+    const Weights init = random_weights(cfg, 9, 0.3f);
+    const AdamWOptions ao{.weight_decay = 0.1f, .frozen = {"model.embed_tokens.weight"}};
+    TrainableLlama ref(cfg, init, pool, TrainOptions{.reference = true});
+    AdamW<> ref_opt(cfg, ref.params(), ao);
+    DeviceLlama<HostDevice> model(dev, cfg, init, {"model.embed_tokens.weight"});
+    DeviceAdamW<HostDevice> opt(dev, model.tensors(), ao);
+    const std::vector<int> tokens = tokens_of(N, V, 10);
+    const auto step = [&](DeviceLlama<HostDevice>& m, DeviceAdamW<HostDevice>& o, int s) {
+        const std::vector<float> p = laws(N, V, 40 + s);
+        m.zero_grad();
+        m.forward(ModelInput{.B = B, .T = T, .tokens = tokens});
+        device_soft_target_loss(dev, m.dlogits(), m.logits(), p.data(), nullptr, N, N, V, 1.0);
+        m.backward();
+        o.step(1e-2f);
+    };
+    for (int s = 0; s < 2; ++s) {
+        step(model, opt, s);
+        const std::vector<float> p = laws(N, V, 40 + s);
+        ref.zero_grad();
+        ref.forward(ModelInput{.B = B, .T = T, .tokens = tokens});
+        soft_cross_entropy(pool, ref.dlogits().data(), ref.logits().data(), p.data(), N, V, 1.0, nullptr, false);
+        ref.backward();
+        ref_opt.step(pool, ref.params(), ref.grads(), 1e-2f);
+    }
+    // The moments, named and ordered as AdamW<>'s (a frozen tensor's stay zero).
+    Weights m = init, v = init;
+    opt.download_moments(m, v, cfg);
+    CHECK(std::all_of(m.embed.begin(), m.embed.end(), [](float x) { return x == 0.0f; }));
+    CHECK(relative_gap(m.layers[1].w_up, ref_opt.first_moment().layers[1].w_up) < 1e-4);
+    CHECK(relative_gap(v.layers[0].wk, ref_opt.second_moment().layers[0].wk) < 1e-4);
+    CHECK(relative_gap(m.lm_head, ref_opt.first_moment().lm_head) < 1e-4);
+
+    // A second trainer built from the saved parameters and moments continues bit for bit.
+    DeviceLlama<HostDevice> resumed(dev, cfg, model.params(), {"model.embed_tokens.weight"});
+    DeviceAdamW<HostDevice> resumed_opt(dev, resumed.tensors(), ao);
+    resumed_opt.restore(m, v, cfg, opt.t());
+    step(model, opt, 2);
+    step(resumed, resumed_opt, 2);
+    CHECK(resumed_opt.t() == 3);
+    CHECK(resumed.params().layers[1].w_down == model.params().layers[1].w_down);
+    CHECK(resumed.params().lm_head == model.params().lm_head);
+    Weights short_m = m;
+    short_m.layers[0].wq.pop_back();
+    CHECK_THROWS_WITH(resumed_opt.restore(short_m, v, cfg, 2), Catch::Matchers::Contains("model.layers.0.self_attn.q_proj.weight"));
+}
+
+TEST_CASE("the device's softmax rows are softmax_rows's: a teacher's law for distillation", "[train][device]") {
+    const int N = 5, V = 37;
+    ThreadPool pool(2);
+    HostDevice dev(pool);
+    const std::vector<float> z = floats(static_cast<std::size_t>(N) * V, 3, 4.0);
+    std::vector<float> want(z.size()), got(z.size());
+    softmax_rows(pool, want.data(), z.data(), N, V);
+    dev.run(N, ops::SoftmaxRow{got.data(), z.data(), V});
+    CHECK(relative_gap(got, want) < 1e-6);
+}
+
 TEST_CASE("the device trainer refuses bad inputs by name", "[train][device]") {
     const Config cfg = test::variant_config(test::kVariants[0], 40);
     ThreadPool pool(1);

@@ -28,6 +28,7 @@ public:
         : dev_(&dev), model_(dev, config, initial, std::move(frozen)) {}
 
     DeviceLlama<Device>& model() { return model_; }
+    const DeviceLlama<Device>& model() const { return model_; }
 
     /// edd_forward_loss on the device: the drafter over the batch, the loss's gradient (scaled by
     /// `weight`) into dlogits; the mean over token rows.
