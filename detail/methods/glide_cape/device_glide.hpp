@@ -61,9 +61,11 @@ public:
         set_inputs(in);
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size;
-        dev_->run(ops::Index(N) * D, ops::EmbeddingForward{resid_[0].data(), tokens_.data(), params_.value("model.embed_tokens.weight"), nullptr, D});
+        dev_->run(ops::Index(N) * D,
+                  ops::EmbeddingForward{resid_[0].data(), tokens_.data(), params_.value("model.embed_tokens.weight"), nullptr, D});
         for (int m = 0; m < c.num_hidden_layers; ++m) layer_forward(m);
-        dev_->run(N, ops::RmsnormForward{final_.data(), final_rstd_.data(), resid_.back().data(), params_.value("model.norm.weight"), D, c.rms_norm_eps});
+        dev_->run(N, ops::RmsnormForward{final_.data(), final_rstd_.data(), resid_.back().data(), params_.value("model.norm.weight"),
+                                         D, c.rms_norm_eps});
         dev_->gemm(logits_.data(), final_.data(), output_matrix(), N, c.vocab_size, D, false, true, false);
         dev_->fill(dlogits_.data(), dlogits_.size(), 0.0f);
     }
@@ -82,6 +84,7 @@ public:
 
     /// Adds d(loss)/d(parameters) into the gradients from dlogits. Nothing flows into the target's KV.
     void backward() {
+        detail::require(rows() > 0, "train", [] { return std::string("DeviceGlide::backward: no forward to differentiate"); });
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size, V = c.vocab_size;
         dev_->fill(dfinal_.data(), dfinal_.size(), 0.0f);
@@ -193,6 +196,10 @@ private:
         }
     }
 
+    /// The target's keys and values that drafter layer m reads, (B, Tk, Hkt·hdc).
+    const float* target_k(int m) const { return target_k_[static_cast<std::size_t>(m)].data(); }
+    const float* target_v(int m) const { return target_v_[static_cast<std::size_t>(m)].data(); }
+
     ops::AttentionGeometry self_geometry() const {
         const Config& c = cfg_.draft;
         return {B_, T_, T_, c.num_attention_heads, c.num_key_value_heads, c.head_dim(), self_mask_.data(), false};
@@ -251,11 +258,12 @@ private:
         if (cfg_.glide_cross_attention) {
             const int Hc = cfg_.glide_cross_heads, hdc = cfg_.glide_cross_head_dim, cq = cfg_.cross_dim();
             const ops::AttentionGeometry gc = cross_geometry();
-            dev_->run(N, ops::RmsnormForward{a.cross_in.data(), a.cross_rstd.data(), a.x_attn.data(), P("cross_attn_layernorm.weight"), D, eps});
+            dev_->run(N, ops::RmsnormForward{a.cross_in.data(), a.cross_rstd.data(), a.x_attn.data(),
+                                             P("cross_attn_layernorm.weight"), D, eps});
             linear(a.cq.data(), a.cross_in.data(), P("cross_attn.q_proj.weight"), D, cq);
             dev_->run(ops::Index(N) * Hc * (hdc / 2), ops::Rope{a.cq.data(), cross_rope_.forward.data(), Hc, hdc});
-            dev_->run(ops::Index(B_) * Hc * T_, ops::AttentionProbs{a.cprobs.data(), a.cq.data(), target_k_[static_cast<std::size_t>(m)].data(), gc});
-            dev_->run(ops::Index(N) * cq, ops::AttentionWeightedRows{a.catt.data(), a.cprobs.data(), target_v_[static_cast<std::size_t>(m)].data(), gc, false});
+            dev_->run(ops::Index(B_) * Hc * T_, ops::AttentionProbs{a.cprobs.data(), a.cq.data(), target_k(m), gc});
+            dev_->run(ops::Index(N) * cq, ops::AttentionWeightedRows{a.catt.data(), a.cprobs.data(), target_v(m), gc, false});
             dev_->copy(a.x_cross.data(), a.x_attn.data(), a.x_cross.size());  // the residual; the cross o_proj adds into it
             linear(a.x_cross.data(), a.catt.data(), P("cross_attn.o_proj.weight"), cq, D, true);
         }
@@ -263,7 +271,8 @@ private:
         // SwiGLU.
         const float* h = ffn_input(a);
         float* out = resid_[static_cast<std::size_t>(m) + 1].data();
-        dev_->run(N, ops::RmsnormForward{a.mlp_in.data(), a.mlp_rstd.data(), h, P("post_attention_layernorm.weight"), D, eps});
+        dev_->run(N, ops::RmsnormForward{a.mlp_in.data(), a.mlp_rstd.data(), h, P("post_attention_layernorm.weight"), D,
+                                         eps});
         linear(a.gate.data(), a.mlp_in.data(), P("mlp.gate_proj.weight"), D, F);
         linear(a.up.data(), a.mlp_in.data(), P("mlp.up_proj.weight"), D, F);
         dev_->run(ops::Index(N) * F, ops::SwigluForward{a.act.data(), a.gate.data(), a.up.data()});
@@ -298,13 +307,16 @@ private:
             const int Hc = cfg_.glide_cross_heads, hdc = cfg_.glide_cross_head_dim, cq = cfg_.cross_dim();
             const ops::AttentionGeometry gc = cross_geometry();
             zero(d_catt_);
-            linear_backward(d_catt_.data(), G("cross_attn.o_proj.weight"), dres_.data(), a.catt.data(), P("cross_attn.o_proj.weight"), cq, D);
-            dev_->run(ops::Index(B_) * Hc * T_, ops::AttentionScoreGrad{dcs_.data(), a.cprobs.data(), d_catt_.data(), target_v_[static_cast<std::size_t>(m)].data(), gc});
-            dev_->run(ops::Index(N) * cq, ops::AttentionWeightedRows{dcq_.data(), dcs_.data(), target_k_[static_cast<std::size_t>(m)].data(), gc, false});
+            linear_backward(d_catt_.data(), G("cross_attn.o_proj.weight"), dres_.data(), a.catt.data(),
+                            P("cross_attn.o_proj.weight"), cq, D);
+            dev_->run(ops::Index(B_) * Hc * T_, ops::AttentionScoreGrad{dcs_.data(), a.cprobs.data(), d_catt_.data(), target_v(m), gc});
+            dev_->run(ops::Index(N) * cq, ops::AttentionWeightedRows{dcq_.data(), dcs_.data(), target_k(m), gc, false});
             dev_->run(ops::Index(N) * Hc * (hdc / 2), ops::Rope{dcq_.data(), cross_rope_.backward.data(), Hc, hdc});
             zero(d_norm_in_);
-            linear_backward(d_norm_in_.data(), G("cross_attn.q_proj.weight"), dcq_.data(), a.cross_in.data(), P("cross_attn.q_proj.weight"), D, cq);
-            norm_backward(dres_.data(), layer_name(m, "cross_attn_layernorm.weight"), d_norm_in_.data(), a.x_attn.data(), a.cross_rstd.data());
+            linear_backward(d_norm_in_.data(), G("cross_attn.q_proj.weight"), dcq_.data(), a.cross_in.data(),
+                            P("cross_attn.q_proj.weight"), D, cq);
+            norm_backward(dres_.data(), layer_name(m, "cross_attn_layernorm.weight"), d_norm_in_.data(), a.x_attn.data(),
+                          a.cross_rstd.data());
         }
 
         // Self-attention branch: dres_ becomes d(resid_[m]).
@@ -314,7 +326,8 @@ private:
         const ops::AttentionGeometry g = self_geometry();
         dev_->run(ops::Index(B_) * H * T_, ops::AttentionScoreGrad{ds_.data(), a.probs.data(), d_att_.data(), a.v.data(), g});
         dev_->run(ops::Index(N) * qd, ops::AttentionWeightedRows{dq_.data(), ds_.data(), a.k.data(), g, false});
-        dev_->run(ops::Index(B_) * T_ * kvd, ops::AttentionKeyValueGrad{dk_.data(), dv_.data(), ds_.data(), a.probs.data(), a.q.data(), d_att_.data(), g});
+        dev_->run(ops::Index(B_) * T_ * kvd,
+                  ops::AttentionKeyValueGrad{dk_.data(), dv_.data(), ds_.data(), a.probs.data(), a.q.data(), d_att_.data(), g});
         dev_->run(ops::Index(N) * H * (hd / 2), ops::Rope{dq_.data(), self_rope_.backward.data(), H, hd});
         dev_->run(ops::Index(N) * Hkv * (hd / 2), ops::Rope{dk_.data(), self_rope_.backward.data(), Hkv, hd});
         zero(d_norm_in_);

@@ -158,6 +158,7 @@ TEST_CASE("a batch that does not fit the device GLIDE drafter is TrainableGlide'
     DeviceGlide<HostDevice> d(dev, cfg, init);
     TrainableGlide<float> ref(cfg, init, pool);
     const Batch good = make_batch(target, cfg, 2, 6, 6, 3);
+    CHECK_THROWS_WITH(d.backward(), Catch::StartsWith("[specdec.train] DeviceGlide::backward: no forward"));
     // Each bad batch throws on both trainers with the same message.
     const auto same_error = [&](const GlideBatch<float>& in, const std::string& says) {
         std::string device_message, reference_message;
