@@ -168,6 +168,7 @@
 #include "detail/methods/glide_cape/widen_glide.hpp"  // defines: widen_glide (GLIDE's drafter reading a widened target)
 #include "detail/methods/glide_cape/cape.hpp"         // defines: ExpandedChain, ExpansionSizes (GLIDE's CAPE; CS Drafting's tree)
 #include "detail/methods/glide_cape/train_glide.hpp"  // defines: train::TrainableGlide, glide_block_mask, target_kv
+#include "detail/methods/glide_cape/device_glide.hpp" // defines: train::DeviceGlide (GLIDE's drafter trained on a device)
 #endif  // !SPECDEC_DECODING_ONLY
 
 // ---- methods/edd_pct: Effective Draft Decoder with a Pruned Candidate Tree (edd-pct.txt)

@@ -50,11 +50,11 @@ inline specdec::Config variant_config(const Variant& v, int vocab) {
     return c;
 }
 
-/// (name, values) of every tensor of a parameter set (Weights or ConnectorWeights), in checkpoint order.
+/// (name, values) of every tensor of a parameter set (Weights, ConnectorWeights or GlideParams), in checkpoint order.
 template <class Tensors, class Shape>
 std::vector<std::pair<std::string, std::vector<float>>> named_tensors(const Tensors& w, const Shape& shape) {
     std::vector<std::pair<std::string, std::vector<float>>> out;
-    for_each_tensor(w, shape, [&](const std::string& n, const std::vector<float>& t, std::size_t) { out.emplace_back(n, t); });
+    for_each_tensor(w, shape, [&](const std::string& n, const std::vector<float>& t, const auto&) { out.emplace_back(n, t); });
     return out;
 }
 

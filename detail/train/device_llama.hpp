@@ -43,16 +43,16 @@ public:
 
     DeviceTensors() = default;
 
-    /// Uploads every tensor of `host` (a Weights or ConnectorWeights with its shape) except empty ones.
+    /// Uploads every tensor of `host` (a Weights, ConnectorWeights or GlideParams with its shape) except empty ones.
     template <class Tensors, class Shape>
     DeviceTensors(Device& dev, const Tensors& host, const Shape& shape, const std::vector<std::string>& frozen = {})
         : dev_(&dev) {
         for (const std::string& f : frozen) {
             bool found = false;
-            for_each_tensor(host, shape, [&](const std::string& n, const std::vector<float>&, std::size_t) { found |= n == f; });
+            for_each_tensor(host, shape, [&](const std::string& n, const std::vector<float>&, const auto&) { found |= n == f; });
             detail::require(found, "train", [&] { return "frozen tensor '" + f + "' is not a tensor of this model"; });
         }
-        for_each_tensor(host, shape, [&](const std::string& name, const std::vector<float>& t, std::size_t) {
+        for_each_tensor(host, shape, [&](const std::string& name, const std::vector<float>& t, const auto&) {
             if (t.empty()) return;
             Tensor x{name, t.size(), std::find(frozen.begin(), frozen.end(), name) == frozen.end(), dev.template alloc<float>(t.size()), {}};
             dev.upload(x.value.data(), t.data(), t.size());
@@ -82,7 +82,7 @@ public:
     /// Downloads values (or gradients; zeros for frozen tensors) into a host set of the same shape.
     template <class Tensors, class Shape>
     void download(Tensors& host, const Shape& shape, bool gradients = false) const {
-        for_each_tensor(host, shape, [&](const std::string& name, std::vector<float>& t, std::size_t) {
+        for_each_tensor(host, shape, [&](const std::string& name, std::vector<float>& t, const auto&) {
             if (t.empty()) return;
             const Tensor& x = at(name);
             if (gradients && !x.trained) return std::fill(t.begin(), t.end(), 0.0f);
@@ -442,7 +442,7 @@ private:
     }
 
     ops::AttentionGeometry geometry() const {
-        return {B_, T_, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim(), mask_.data(), per_sequence_};
+        return {B_, T_, T_, cfg_.num_attention_heads, cfg_.num_key_value_heads, cfg_.head_dim(), mask_.data(), per_sequence_};
     }
 
     /// y (N, m) (+)= x (N, k) · W (m, k)ᵀ.

@@ -10,7 +10,8 @@
 // tests run these functors through HostDevice against TrainableLlama, which is how the GPU trainer's
 // arithmetic is checked without a GPU (tests/train/test_device_llama.cpp).
 //
-// Layouts are TrainableLlama's: rows are N = B·T, q (N, H, hd), k and v (N, Hkv, hd), probs (B, H, T, T).
+// Layouts are TrainableLlama's: rows are N = B·T, q (N, H, hd), k and v (N, Hkv, hd), probs (B, H, T, T); a
+// cross-attention (GLIDE's) reads Tk key rows per sequence instead: k and v (B, Tk, Hkv, hd), probs (B, H, T, Tk).
 
 #include <cmath>
 #include <cstdint>
@@ -201,16 +202,17 @@ struct Rope {
 
 // ---- attention --------------------------------------------------------------------------------------------
 
-/// B sequences of T rows, H query heads reading kv head h / (H / Hkv), head size hd; mask (T, T) shared
-/// or (B, T, T) per sequence, 1 = query row may attend key column.
+/// B sequences of T query rows and Tk key rows (Tk = T for self-attention), H query heads reading kv
+/// head h / (H / Hkv), head size hd; mask (T, Tk) shared or (B, T, Tk) per sequence, 1 = query row may
+/// attend key column.
 struct AttentionGeometry {
-    int B, T, H, Hkv, hd;
+    int B, T, Tk, H, Hkv, hd;
     const std::uint8_t* mask;
     bool per_sequence;
-    SPECDEC_HD const std::uint8_t* row(int b, int i) const { return mask + (Index(per_sequence ? b : 0) * T + i) * T; }
+    SPECDEC_HD const std::uint8_t* row(int b, int i) const { return mask + (Index(per_sequence ? b : 0) * T + i) * Tk; }
     SPECDEC_HD Index q_at(int b, int i, int h) const { return ((Index(b) * T + i) * H + h) * hd; }
-    SPECDEC_HD Index kv_at(int b, int j, int kvh) const { return ((Index(b) * T + j) * Hkv + kvh) * hd; }
-    SPECDEC_HD Index p_at(int b, int h, int i) const { return ((Index(b) * H + h) * T + i) * T; }
+    SPECDEC_HD Index kv_at(int b, int j, int kvh) const { return ((Index(b) * Tk + j) * Hkv + kvh) * hd; }
+    SPECDEC_HD Index p_at(int b, int h, int i) const { return ((Index(b) * H + h) * T + i) * Tk; }
     SPECDEC_HD float scale() const { return 1.0f / ::sqrtf(static_cast<float>(hd)); }
     SPECDEC_HD int kv_head(int h) const { return h / (H / Hkv); }
 
@@ -245,7 +247,7 @@ struct AttentionProbs {
         const std::uint8_t* visible = g.row(b, i);
         const float scale = g.scale();
         float mx = -INFINITY;
-        for (int j = 0; j < g.T; ++j) {
+        for (int j = 0; j < g.Tk; ++j) {
             if (!visible[j]) continue;
             const float* kj = k + g.kv_at(b, j, kvh);
             float s = 0.0f;
@@ -254,17 +256,17 @@ struct AttentionProbs {
             mx = p[j] > mx ? p[j] : mx;
         }
         if (mx == -INFINITY) {
-            for (int j = 0; j < g.T; ++j) p[j] = 0.0f;
+            for (int j = 0; j < g.Tk; ++j) p[j] = 0.0f;
             return;
         }
         float sum = 0.0f;
-        for (int j = 0; j < g.T; ++j) sum += (p[j] = visible[j] ? ::expf(p[j] - mx) : 0.0f);
-        for (int j = 0; j < g.T; ++j) p[j] /= sum;
+        for (int j = 0; j < g.Tk; ++j) sum += (p[j] = visible[j] ? ::expf(p[j] - mx) : 0.0f);
+        for (int j = 0; j < g.Tk; ++j) p[j] /= sum;
     }
 };
 
 /// Element (b, i, h, d): out (=, or += with `accumulate`) Σ_j w_ij x_j over key rows j of the query's
-/// kv head, with w (B, H, T, T): the attention's output (w = probs, x = v) and dq (w = dS, x = k).
+/// kv head, with w (B, H, T, Tk): the attention's output (w = probs, x = v) and dq (w = dS, x = k).
 struct AttentionWeightedRows {
     float* out;
     const float* w;
@@ -275,13 +277,13 @@ struct AttentionWeightedRows {
         const auto [b, i, h, d] = g.query_element(e);
         const float* wr = w + g.p_at(b, h, i);
         float s = 0.0f;
-        for (int j = 0; j < g.T; ++j)
+        for (int j = 0; j < g.Tk; ++j)
             if (wr[j] != 0.0f) s += wr[j] * x[g.kv_at(b, j, g.kv_head(h)) + d];
         out[e] = accumulate ? out[e] + s : s;
     }
 };
 
-/// Row (b, h, i): dS_ij = P_ij (dP_ij - Σ_l P_il dP_il) / √hd with dP_ij = dout_i · v_j, into ds (B, H, T, T).
+/// Row (b, h, i): dS_ij = P_ij (dP_ij - Σ_l P_il dP_il) / √hd with dP_ij = dout_i · v_j, into ds (B, H, T, Tk).
 struct AttentionScoreGrad {
     float* ds;
     const float* probs;
@@ -295,7 +297,7 @@ struct AttentionScoreGrad {
         const float* go = dout + g.q_at(b, i, h);
         float* dsr = ds + g.p_at(b, h, i);
         float dot_sum = 0.0f;
-        for (int j = 0; j < g.T; ++j) {
+        for (int j = 0; j < g.Tk; ++j) {
             if (p[j] == 0.0f) {
                 dsr[j] = 0.0f;
                 continue;
@@ -307,11 +309,12 @@ struct AttentionScoreGrad {
             dot_sum += p[j] * dp;
         }
         const float scale = g.scale();
-        for (int j = 0; j < g.T; ++j) dsr[j] = p[j] == 0.0f ? 0.0f : p[j] * (dsr[j] - dot_sum) * scale;
+        for (int j = 0; j < g.Tk; ++j) dsr[j] = p[j] == 0.0f ? 0.0f : p[j] * (dsr[j] - dot_sum) * scale;
     }
 };
 
-/// Element (b, j, kvh, d): dk += Σ_{h in the group} Σ_i dS_ij q_i, dv += Σ_h Σ_i P_ij dout_i.
+/// Element (b, j, kvh, d) of dk, dv (B, Tk, Hkv, hd): dk += Σ_{h in the group} Σ_i dS_ij q_i, dv += Σ_h Σ_i
+/// P_ij dout_i over the T query rows i.
 struct AttentionKeyValueGrad {
     float* dk;
     float* dv;
@@ -323,7 +326,7 @@ struct AttentionKeyValueGrad {
     SPECDEC_HD void operator()(Index e) const {
         const int d = static_cast<int>(e % g.hd), kvh = static_cast<int>((e / g.hd) % g.Hkv);
         const Index bj = e / (Index(g.hd) * g.Hkv);
-        const int j = static_cast<int>(bj % g.T), b = static_cast<int>(bj / g.T), group = g.H / g.Hkv;
+        const int j = static_cast<int>(bj % g.Tk), b = static_cast<int>(bj / g.Tk), group = g.H / g.Hkv;
         float sk = 0.0f, sv = 0.0f;
         for (int h = kvh * group; h < (kvh + 1) * group; ++h)
             for (int i = 0; i < g.T; ++i) {

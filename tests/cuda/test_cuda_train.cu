@@ -298,3 +298,47 @@ TEST_CASE("EDD's drafter trains on the GPU as edd_forward_loss over TrainableLla
         CHECK(relative_gap(gg[i], rg[i]) < kModel);
     }
 }
+
+TEST_CASE("GLIDE's drafter trains on the GPU as TrainableGlide does", "[cuda][train][glide]") {
+    Config tc = test::tiny_config(true, 48);  // grouped-query target: 4 cross heads read 2 kv heads
+    tc.num_hidden_layers = 3;
+    CpuModel target(tc, random_weights(tc, 30, 0.3f));
+    const Config draft{.hidden_size = 16, .intermediate_size = 24, .num_hidden_layers = 2, .num_attention_heads = 2,
+                       .num_key_value_heads = 1, .vocab_size = tc.vocab_size, .max_position_embeddings = 128};
+    const GlideConfig cfg = glide_config_for(draft, tc, true);
+    ThreadPool pool(2);
+    const int B = 2, T = 10, Tk = 12;  // the target's windows run past the drafter's
+    const std::vector<int> tokens = test::window_tokens(B * T, tc.vocab_size, 5), targets = test::window_tokens(B * T, tc.vocab_size, 6);
+    const TargetKv<float> kv = target_kv(target, cfg, test::window_tokens(B * Tk, tc.vocab_size, 7), B, Tk);
+    const std::vector<std::uint8_t> mask = glide_block_mask(T, Tk, 3);
+    const GlideBatch<float> in{.B = B, .T = T, .tokens = tokens, .target = &kv, .cross_mask = mask};
+    const GlideWeights init = random_glide_weights(cfg, 31, 0.3f);
+    TrainableGlide<float> ref(cfg, init, pool);
+    CudaContext ctx;
+    CudaDevice gpu(ctx);
+    DeviceGlide<CudaDevice> d(gpu, cfg, init);
+    ref.forward(in);
+    const double rl = ref.cross_entropy(targets);
+    ref.backward();
+    d.forward(in);
+    const double l = d.cross_entropy(targets);
+    d.backward();
+    CHECK(std::abs(l - rl) <= kModel * std::abs(rl));
+    const auto gg = tensors_of(d.grads(), cfg), rg = tensors_of(ref.grads(), cfg);
+    const auto names = names_of(ref.grads(), cfg);
+    REQUIRE(gg.size() == rg.size());
+    for (std::size_t i = 0; i < gg.size(); ++i) {
+        INFO(names[i]);
+        CHECK(relative_gap(gg[i], rg[i]) < kModel);
+    }
+    // One AdamW step from the same gradients ("norm" tensors, cross_attn_layernorm too, skip the decay on both).
+    AdamW<GlideConfig, GlideParams<float>> ref_opt(cfg, ref.params());
+    DeviceAdamW<CudaDevice> opt(gpu, d.tensors());
+    ref_opt.step(pool, ref.params(), ref.grads(), 1e-3f);
+    opt.step(1e-3f);
+    const auto gp = tensors_of(d.params(), cfg), rp = tensors_of(ref.params(), cfg);
+    for (std::size_t i = 0; i < gp.size(); ++i) {
+        INFO(names[i]);
+        CHECK(relative_gap(gp[i], rp[i]) < 1e-2);
+    }
+}

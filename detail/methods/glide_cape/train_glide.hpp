@@ -99,6 +99,61 @@ struct GlideBatch {
     std::span<const std::uint8_t> cross_mask;  // (T, Tk) shared by the batch: glide_block_mask for training
 };
 
+/// Throws naming the field and value when a batch does not fit the drafter: token count and range, T within
+/// max_position_embeddings, and with cross-attention the target KV's batch, layer count and size and
+/// the cross mask's size. TrainableGlide and DeviceGlide check their input with it.
+template <class Real>
+void check_glide_input(const GlideBatch<Real>& in, const GlideConfig& cfg) {
+    detail::require(in.B > 0 && in.T > 0 && in.tokens.size() == static_cast<std::size_t>(in.B) * in.T, "train", [&] {
+        return "glide forward: " + std::to_string(in.tokens.size()) + " tokens for B = " + std::to_string(in.B) +
+               ", T = " + std::to_string(in.T) + " (expected B*T > 0)";
+    });
+    for (std::size_t i = 0; i < in.tokens.size(); ++i)
+        detail::require(in.tokens[i] >= 0 && in.tokens[i] < cfg.draft.vocab_size, "train", [&] {
+            return "glide forward: token " + std::to_string(in.tokens[i]) + " at row " + std::to_string(i) +
+                   " is outside [0, " + std::to_string(cfg.draft.vocab_size) + ")";
+        });
+    detail::require(in.T <= cfg.draft.max_position_embeddings, "train", [&] {
+        return "glide forward: T = " + std::to_string(in.T) + " exceeds max_position_embeddings " +
+               std::to_string(cfg.draft.max_position_embeddings);
+    });
+    if (!cfg.glide_cross_attention) return;
+    detail::require(in.target != nullptr, "train",
+                    [] { return std::string("glide forward: cross-attention needs the target's KV (batch.target)"); });
+    const TargetKv<Real>& kv = *in.target;
+    const std::size_t want = static_cast<std::size_t>(in.B) * kv.Tk * cfg.glide_target_kv_heads * cfg.glide_cross_head_dim;
+    detail::require(kv.B == in.B && static_cast<int>(kv.k.size()) == cfg.draft.num_hidden_layers &&
+                        static_cast<int>(kv.v.size()) == cfg.draft.num_hidden_layers,
+                    "train", [&] {
+                        return "glide forward: target KV for B = " + std::to_string(kv.B) + " and " +
+                               std::to_string(kv.k.size()) + " layers, expected B = " + std::to_string(in.B) +
+                               " and N_D = " + std::to_string(cfg.draft.num_hidden_layers) + " layers";
+                    });
+    for (int m = 0; m < cfg.draft.num_hidden_layers; ++m)
+        detail::require(kv.k[m].size() == want && kv.v[m].size() == want, "train", [&] {
+            return "glide forward: target KV of layer " + std::to_string(m) + " has " + std::to_string(kv.k[m].size()) +
+                   " keys, expected (B, Tk, glide_target_kv_heads * glide_cross_head_dim) = " + std::to_string(want);
+        });
+    detail::require(in.cross_mask.size() == static_cast<std::size_t>(in.T) * kv.Tk, "train", [&] {
+        return "glide forward: cross mask of " + std::to_string(in.cross_mask.size()) + " entries, expected (T, Tk) = " +
+               std::to_string(static_cast<std::size_t>(in.T) * kv.Tk);
+    });
+}
+
+/// Throws unless `targets` holds one target per row of the last forward, each in [0, vocab) or the
+/// ignore index (layers.hpp's cross_entropy, whose message it repeats for a device that cannot throw).
+inline void check_glide_targets(std::span<const int> targets, int rows, int vocab) {
+    detail::require(static_cast<int>(targets.size()) == rows, "train", [&] {
+        return "cross_entropy: " + std::to_string(targets.size()) + " targets for " + std::to_string(rows) +
+               " rows (B*T) of the last forward";
+    });
+    for (std::size_t r = 0; r < targets.size(); ++r)
+        detail::require(targets[r] == kIgnoreIndex || (targets[r] >= 0 && targets[r] < vocab), "train", [&] {
+            return "cross_entropy: target " + std::to_string(targets[r]) + " at row " + std::to_string(r) +
+                   " is outside [0, " + std::to_string(vocab) + ") and is not the ignore index -1";
+        });
+}
+
 /// What one drafter layer keeps for its backward. Rows are N = B*T.
 template <class Real>
 struct GlideLayerActivations {
@@ -144,7 +199,7 @@ public:
 
     /// Runs the drafter over the batch, keeps the activations, zeroes dlogits.
     void forward(const GlideBatch<Real>& in) {
-        check_input(in);
+        check_glide_input(in, cfg_);
         resize(in);
         const Config& c = cfg_.draft;
         const int N = rows(), D = c.hidden_size;
@@ -158,10 +213,7 @@ public:
 
     /// Mean next-token cross-entropy against targets (B, T), added into dlogits with `weight`.
     double cross_entropy(std::span<const int> targets, double weight = 1.0) {
-        detail::require(static_cast<int>(targets.size()) == rows(), "train", [&] {
-            return "cross_entropy: " + std::to_string(targets.size()) + " targets for " + std::to_string(rows()) +
-                   " rows (B*T) of the last forward";
-        });
+        check_glide_targets(targets, rows(), cfg_.draft.vocab_size);
         return train::cross_entropy(*pool_, dlogits_.data(), logits_.data(), targets.data(), rows(),
                                     cfg_.draft.vocab_size, weight);
     }
@@ -182,43 +234,6 @@ public:
     }
 
 private:
-    void check_input(const GlideBatch<Real>& in) const {
-        detail::require(in.B > 0 && in.T > 0 && in.tokens.size() == static_cast<std::size_t>(in.B) * in.T, "train", [&] {
-            return "glide forward: " + std::to_string(in.tokens.size()) + " tokens for B = " + std::to_string(in.B) +
-                   ", T = " + std::to_string(in.T) + " (expected B*T > 0)";
-        });
-        for (std::size_t i = 0; i < in.tokens.size(); ++i)
-            detail::require(in.tokens[i] >= 0 && in.tokens[i] < cfg_.draft.vocab_size, "train", [&] {
-                return "glide forward: token " + std::to_string(in.tokens[i]) + " at row " + std::to_string(i) +
-                       " is outside [0, " + std::to_string(cfg_.draft.vocab_size) + ")";
-            });
-        detail::require(in.T <= cfg_.draft.max_position_embeddings, "train", [&] {
-            return "glide forward: T = " + std::to_string(in.T) + " exceeds max_position_embeddings " +
-                   std::to_string(cfg_.draft.max_position_embeddings);
-        });
-        if (!cfg_.glide_cross_attention) return;
-        detail::require(in.target != nullptr, "train",
-                        [] { return std::string("glide forward: cross-attention needs the target's KV (batch.target)"); });
-        const TargetKv<Real>& kv = *in.target;
-        const std::size_t want = static_cast<std::size_t>(in.B) * kv.Tk * cfg_.glide_target_kv_heads * cfg_.glide_cross_head_dim;
-        detail::require(kv.B == in.B && static_cast<int>(kv.k.size()) == cfg_.draft.num_hidden_layers &&
-                            static_cast<int>(kv.v.size()) == cfg_.draft.num_hidden_layers,
-                        "train", [&] {
-                            return "glide forward: target KV for B = " + std::to_string(kv.B) + " and " +
-                                   std::to_string(kv.k.size()) + " layers, expected B = " + std::to_string(in.B) +
-                                   " and N_D = " + std::to_string(cfg_.draft.num_hidden_layers) + " layers";
-                        });
-        for (int m = 0; m < cfg_.draft.num_hidden_layers; ++m)
-            detail::require(kv.k[m].size() == want && kv.v[m].size() == want, "train", [&] {
-                return "glide forward: target KV of layer " + std::to_string(m) + " has " + std::to_string(kv.k[m].size()) +
-                       " keys, expected (B, Tk, glide_target_kv_heads * glide_cross_head_dim) = " + std::to_string(want);
-            });
-        detail::require(in.cross_mask.size() == static_cast<std::size_t>(in.T) * kv.Tk, "train", [&] {
-            return "glide forward: cross mask of " + std::to_string(in.cross_mask.size()) + " entries, expected (T, Tk) = " +
-                   std::to_string(static_cast<std::size_t>(in.T) * kv.Tk);
-        });
-    }
-
     void resize(const GlideBatch<Real>& in) {
         const Config& c = cfg_.draft;
         B_ = in.B;
