@@ -46,6 +46,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "bench/ceilings.hpp"
@@ -130,7 +131,9 @@ struct RunOptions {
     /// The folder a run writes: models/<name>, or <out>/<name>.
     fs::path out_dir(const std::string& name) const {
         const fs::path d = out.empty() ? fs::path("models") / name : fs::path(out) / name;
-        fs::create_directories(d);
+        std::error_code ec;
+        fs::create_directories(d, ec);
+        detail::require(!ec, "train_demo", [&] { return "cannot create the output folder " + d.string() + ": " + ec.message(); });
         return d;
     }
     /// train.json's step count, or --steps.

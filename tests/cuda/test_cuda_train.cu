@@ -342,3 +342,49 @@ TEST_CASE("GLIDE's drafter trains on the GPU as TrainableGlide does", "[cuda][tr
         CHECK(relative_gap(gp[i], rp[i]) < 1e-2);
     }
 }
+
+TEST_CASE("a teacher's law and AdamW's saved moments on the GPU are the host's, and a restored GPU run continues as the first", "[cuda][train]") {
+    CudaContext ctx;
+    CudaDevice gpu(ctx);
+    ThreadPool pool(2);
+    // ops::SoftmaxRow: the law a distillation teacher's logits give, computed where they are.
+    const int N = 6, V = 300;
+    const std::vector<float> z = normal(static_cast<std::size_t>(N) * V, 21, 3.0f);
+    std::vector<float> want(z.size());
+    softmax_rows(pool, want.data(), z.data(), N, V);
+    auto dz = gpu.alloc<float>(z.size()), dp = gpu.alloc<float>(z.size());
+    gpu.upload(dz.data(), z.data(), z.size());
+    gpu.run(N, ops::SoftmaxRow{dp.data(), dz.data(), V});
+    CHECK(relative_gap(fetch(gpu, dp.data(), z.size()), want) < 1e-5);
+
+    // Two steps, the state downloaded, a second trainer restored from it: the third step agrees.
+    const Config cfg = test::variant_config(test::kVariants[0], 48);
+    const int B = 2, T = 6, n = B * T, Vc = cfg.vocab_size;
+    const Weights init = random_weights(cfg, 22, 0.3f);
+    const AdamWOptions ao{.weight_decay = 0.1f};
+    DeviceLlama<CudaDevice> model(gpu, cfg, init);
+    DeviceAdamW<CudaDevice> opt(gpu, model.tensors(), ao);
+    const std::vector<int> tokens = test::window_tokens(n, Vc, 23), targets = test::window_tokens(n, Vc, 24);
+    auto dt = gpu.alloc<int>(targets.size());
+    gpu.upload(dt.data(), targets.data(), targets.size());
+    const auto step = [&](DeviceLlama<CudaDevice>& m, DeviceAdamW<CudaDevice>& o) {
+        m.zero_grad();
+        m.forward(ModelInput{.B = B, .T = T, .tokens = tokens});
+        device_cross_entropy(gpu, m.dlogits(), m.logits(), dt.data(), n, n, Vc);
+        m.backward();
+        o.step(1e-2f);
+    };
+    step(model, opt);
+    step(model, opt);
+    Weights m = init, v = init;
+    opt.download_moments(m, v, cfg);
+    CHECK(std::any_of(m.layers[0].wq.begin(), m.layers[0].wq.end(), [](float x) { return x != 0.0f; }));
+    DeviceLlama<CudaDevice> resumed(gpu, cfg, init);
+    resumed.tensors().upload(model.params(), cfg);
+    DeviceAdamW<CudaDevice> resumed_opt(gpu, resumed.tensors(), ao);
+    resumed_opt.restore(m, v, cfg, opt.t());
+    step(model, opt);
+    step(resumed, resumed_opt);
+    const auto a = tensors_of(model.params(), cfg), b = tensors_of(resumed.params(), cfg);
+    for (std::size_t i = 0; i < a.size(); ++i) CHECK(relative_gap(b[i], a[i]) < 1e-6);
+}
