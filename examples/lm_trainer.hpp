@@ -62,6 +62,35 @@ public:
 /// Every drafter here clips the global gradient norm to 1.0 (nanoGPT's and llm.c's value).
 constexpr double kClip = 1.0;
 
+/// What the CPU trainers share: the reference model, AdamW over its parameters, the state between steps,
+/// and the update after a backward.
+template <class Params, class Batch, class Model, class Optimizer>
+class CpuTrainer : public Trainer<Params, Batch> {
+public:
+    TrainerState<Params> state() const override {
+        return {model_.params(), opt_.first_moment(), opt_.second_moment(), opt_.t()};
+    }
+    void restore(TrainerState<Params> s) override {
+        model_.params() = std::move(s.params);
+        opt_.restore(std::move(s.m), std::move(s.v), s.t);
+    }
+
+protected:
+    template <class Cfg>
+    CpuTrainer(const Cfg& config, const Params& initial, const specdec::train::AdamWOptions& adamw, ThreadPool& pool)
+        : pool_(&pool), model_(config, initial, pool), opt_(config, model_.params(), adamw) {}
+
+    /// After the backward: clip the gradients and take one AdamW step at lr.
+    void update(float lr) {
+        specdec::train::clip_grad_norm(*pool_, model_.grads(), model_.config(), kClip);
+        opt_.step(*pool_, model_.params(), model_.grads(), lr);
+    }
+
+    ThreadPool* pool_;
+    Model model_;
+    Optimizer opt_;
+};
+
 // ---- the small LM: next-token cross-entropy, optionally distilled from a frozen teacher ---------------
 
 /// What a small LM trains with: loss = (1 - distill) · CE + distill · KL(teacher ‖ student) per token.
@@ -75,10 +104,10 @@ struct ModelSetup {
 
 using ModelTrainer = Trainer<Weights, WindowBatch>;
 
-class CpuModelTrainer final : public ModelTrainer {
+class CpuModelTrainer final
+    : public CpuTrainer<Weights, WindowBatch, specdec::train::TrainableLlama, specdec::train::AdamW<>> {
 public:
-    CpuModelTrainer(const ModelSetup& s, ThreadPool& pool)
-        : pool_(&pool), model_(s.config, s.initial, pool), opt_(s.config, model_.params(), s.adamw), distill_(s.distill) {
+    CpuModelTrainer(const ModelSetup& s, ThreadPool& pool) : CpuTrainer(s.config, s.initial, s.adamw, pool), distill_(s.distill) {
         if (s.teacher != nullptr) teacher_ = std::make_unique<specdec::train::TrainableLlama>(s.teacher->config, s.teacher->weights, pool);
     }
 
@@ -96,26 +125,15 @@ public:
         if (teacher_)
             specdec::train::kl_divergence(*pool_, model_.dlogits().data(), model_.logits().data(), probs_.data(), N, V, distill_);
         model_.backward();
-        specdec::train::clip_grad_norm(*pool_, model_.grads(), model_.config(), kClip);
-        opt_.step(*pool_, model_.params(), model_.grads(), lr);
+        update(lr);
         return loss;
     }
     Evaluation evaluate(const WindowBatch& w) override {
         model_.forward(specdec::train::ModelInput{.B = w.B, .T = w.T, .tokens = w.inputs});
         return {model_.cross_entropy(w.targets, /*weight=*/0.0), 0.0};
     }
-    TrainerState<Weights> state() const override {
-        return {model_.params(), opt_.first_moment(), opt_.second_moment(), opt_.t()};
-    }
-    void restore(TrainerState<Weights> s) override {
-        model_.params() = std::move(s.params);
-        opt_.restore(std::move(s.m), std::move(s.v), s.t);
-    }
 
 private:
-    ThreadPool* pool_;
-    specdec::train::TrainableLlama model_;
-    specdec::train::AdamW<> opt_;
     std::unique_ptr<specdec::train::TrainableLlama> teacher_;
     double distill_;
     std::vector<float> probs_;
@@ -132,17 +150,15 @@ struct EddSetup {
 
 using EddTrainer = Trainer<Weights, EddBatch>;
 
-class CpuEddTrainer final : public EddTrainer {
+class CpuEddTrainer final : public CpuTrainer<Weights, EddBatch, specdec::train::TrainableLlama, specdec::train::AdamW<>> {
 public:
-    CpuEddTrainer(const EddSetup& s, ThreadPool& pool)
-        : pool_(&pool), model_(s.config, s.initial, pool), opt_(s.config, model_.params(), s.adamw), kl_(s.kl) {}
+    CpuEddTrainer(const EddSetup& s, ThreadPool& pool) : CpuTrainer(s.config, s.initial, s.adamw, pool), kl_(s.kl) {}
 
     double step(const EddBatch& b, float lr) override {
         model_.zero_grad();
         const double loss = specdec::train::edd_forward_loss(model_, b, kl_);
         model_.backward();
-        specdec::train::clip_grad_norm(*pool_, model_.grads(), model_.config(), kClip);
-        opt_.step(*pool_, model_.params(), model_.grads(), lr);
+        update(lr);
         return loss;
     }
     /// Forward KL to the target whatever the training loss, and the top-1 agreement.
@@ -150,18 +166,8 @@ public:
         const double kl = specdec::train::edd_forward_loss(model_, b, /*kl=*/true, /*weight=*/0.0);
         return {kl, specdec::train::top1_agreement(model_, b)};
     }
-    TrainerState<Weights> state() const override {
-        return {model_.params(), opt_.first_moment(), opt_.second_moment(), opt_.t()};
-    }
-    void restore(TrainerState<Weights> s) override {
-        model_.params() = std::move(s.params);
-        opt_.restore(std::move(s.m), std::move(s.v), s.t);
-    }
 
 private:
-    ThreadPool* pool_;
-    specdec::train::TrainableLlama model_;
-    specdec::train::AdamW<> opt_;
     bool kl_;
 };
 
@@ -182,34 +188,24 @@ struct GlideSetup {
 using GlideTrainer = Trainer<GlideWeights, GlideWindows>;
 
 /// The target runs on the CPU (CpuModel) and its KV is read per batch (train_glide.hpp's target_kv).
-class CpuGlideTrainer final : public GlideTrainer {
+class CpuGlideTrainer final : public CpuTrainer<GlideWeights, GlideWindows, specdec::train::TrainableGlide<float>,
+                                                specdec::train::AdamW<GlideConfig, GlideWeights>> {
 public:
     CpuGlideTrainer(const GlideSetup& s, CpuModel& target, ThreadPool& pool)
-        : pool_(&pool), target_(&target), model_(s.config, s.initial, pool), opt_(s.config, model_.params(), s.adamw) {}
+        : CpuTrainer(s.config, s.initial, s.adamw, pool), target_(&target) {}
 
     double step(const GlideWindows& b, float lr) override {
         model_.zero_grad();
         const double loss = specdec::train::glide_batch(model_, *target_, *b.windows, b.cross_mask, /*with_backward=*/true);
-        specdec::train::clip_grad_norm(*pool_, model_.grads(), model_.config(), kClip);
-        opt_.step(*pool_, model_.params(), model_.grads(), lr);
+        update(lr);
         return loss;
     }
     Evaluation evaluate(const GlideWindows& b) override {
         return {specdec::train::glide_batch(model_, *target_, *b.windows, b.cross_mask, /*with_backward=*/false), 0.0};
     }
-    TrainerState<GlideWeights> state() const override {
-        return {model_.params(), opt_.first_moment(), opt_.second_moment(), opt_.t()};
-    }
-    void restore(TrainerState<GlideWeights> s) override {
-        model_.params() = std::move(s.params);
-        opt_.restore(std::move(s.m), std::move(s.v), s.t);
-    }
 
 private:
-    ThreadPool* pool_;
     CpuModel* target_;
-    specdec::train::TrainableGlide<float> model_;
-    specdec::train::AdamW<GlideConfig, GlideWeights> opt_;
 };
 
 #if defined(SPECDEC_TRAIN_DEMO_CUDA)

@@ -26,6 +26,22 @@ std::vector<std::string> every_tensor(const Weights& w, const Config& c) {
     return names;
 }
 
+/// A device model's parameters and AdamW's moments on the host (Model: DeviceLlama or DeviceGlide).
+template <class Params, class Model>
+TrainerState<Params> device_state(const Model& model, const DeviceAdamW<CudaDevice>& opt) {
+    TrainerState<Params> s{model.params(), {}, {}, opt.t()};
+    s.m = s.v = s.params;
+    opt.download_moments(s.m, s.v, model.config());
+    return s;
+}
+
+/// Uploads a saved state into a device model and its AdamW.
+template <class Params, class Model>
+void device_restore(Model& model, DeviceAdamW<CudaDevice>& opt, TrainerState<Params> s) {
+    model.tensors().upload(s.params, model.config());
+    opt.restore(std::move(s.m), std::move(s.v), model.config(), s.t);
+}
+
 /// Host targets (N, kIgnoreIndex skipped) on the device, and how many count.
 class DeviceTargets {
 public:
@@ -82,16 +98,8 @@ public:
                                      model_.config().vocab_size, /*weight=*/0.0),
                 0.0};
     }
-    TrainerState<Weights> state() const override {
-        TrainerState<Weights> s{model_.params(), {}, {}, opt_.t()};
-        s.m = s.v = s.params;
-        opt_.download_moments(s.m, s.v, model_.config());
-        return s;
-    }
-    void restore(TrainerState<Weights> s) override {
-        model_.tensors().upload(s.params, model_.config());
-        opt_.restore(std::move(s.m), std::move(s.v), model_.config(), s.t);
-    }
+    TrainerState<Weights> state() const override { return device_state<Weights>(model_, opt_); }
+    void restore(TrainerState<Weights> s) override { device_restore(model_, opt_, std::move(s)); }
     double product_flops() const override { return dev_.gemm_flops(); }
 
 private:
@@ -122,17 +130,8 @@ public:
         const double kl = edd_.forward_loss(b, /*kl=*/true, /*weight=*/0.0);
         return {kl, edd_.top1_agreement(b)};
     }
-    TrainerState<Weights> state() const override {
-        const DeviceLlama<CudaDevice>& model = edd_.model();
-        TrainerState<Weights> s{model.params(), {}, {}, opt_.t()};
-        s.m = s.v = s.params;
-        opt_.download_moments(s.m, s.v, model.config());
-        return s;
-    }
-    void restore(TrainerState<Weights> s) override {
-        edd_.model().tensors().upload(s.params, edd_.model().config());
-        opt_.restore(std::move(s.m), std::move(s.v), edd_.model().config(), s.t);
-    }
+    TrainerState<Weights> state() const override { return device_state<Weights>(edd_.model(), opt_); }
+    void restore(TrainerState<Weights> s) override { device_restore(edd_.model(), opt_, std::move(s)); }
     double product_flops() const override { return dev_.gemm_flops(); }
 
 private:
@@ -159,16 +158,8 @@ public:
         return loss;
     }
     Evaluation evaluate(const GlideWindows& b) override { return {forward(b, 0.0), 0.0}; }
-    TrainerState<GlideWeights> state() const override {
-        TrainerState<GlideWeights> s{model_.params(), {}, {}, opt_.t()};
-        s.m = s.v = s.params;
-        opt_.download_moments(s.m, s.v, model_.config());
-        return s;
-    }
-    void restore(TrainerState<GlideWeights> s) override {
-        model_.tensors().upload(s.params, model_.config());
-        opt_.restore(std::move(s.m), std::move(s.v), model_.config(), s.t);
-    }
+    TrainerState<GlideWeights> state() const override { return device_state<GlideWeights>(model_, opt_); }
+    void restore(TrainerState<GlideWeights> s) override { device_restore(model_, opt_, std::move(s)); }
     double product_flops() const override { return dev_.gemm_flops(); }
 
 private:
