@@ -9,7 +9,7 @@
 #
 #   bash scripts/scale_experiment.sh [--scales "14m 110m 1b"] [--n-prompts 8] [extra specdec_bench flags]
 #
-# On a 2-vCPU AMD EPYC (Zen 5), 2 threads: 14M about 1 minute, 110M-cost about 4, 1B-cost about 30.
+# On a 2-vCPU AMD EPYC (Zen 4), 2 threads: 14M about 1 minute, 110M-cost about 4, 1B-cost about 30.
 # The 7b preset (13 GB of bf16 matrices) runs too (--scales 7b) where memory allows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
