@@ -4,9 +4,9 @@
 // Each kind's loop is written once against Trainer<Params, Batch>: one step (zero the gradients, the loss's
 // forward and backward, clip to norm 1, AdamW at the schedule's rate), an evaluation, and the state a run
 // saves between steps (parameters and AdamW's moments, on the host). The CPU trainers below are the
-// reference (TrainableLlama, TrainableGlide, AdamW<>); the CUDA ones (lm_trainer_cuda.cu, built where nvcc
-// is found) run DeviceLlama, DeviceEdd and DeviceGlide on CudaDevice with DeviceAdamW: the same parameters,
-// losses, clip and schedule, and the same checkpoints. One difference: a frozen tensor (EDD's borrowed
+// reference (TrainableLlama, TrainableGlide, AdamW<>); the device ones (device_trainers.hpp, on CudaDevice in
+// lm_trainer_cuda.cu, built where nvcc is found) run DeviceLlama, DeviceEdd and DeviceGlide with DeviceAdamW:
+// the same parameters, losses, clip and schedule, and the same checkpoints. One difference: a frozen tensor (EDD's borrowed
 // embedding) has no gradient on the device, while the CPU trainer computes one that its clipping counts.
 #pragma once
 
