@@ -104,6 +104,63 @@ inline void launch_embed_rows(cudaStream_t s, float* x, const __nv_bfloat16* emb
 }
 
 // ---------------------------------------------------------------------------------------------------
+// A feature drafter's input (detail/cuda/feature_drafter.cuh, EAGLE §4.1)
+
+/// cat (n, 2D) bf16 = [embed[tokens[i]] | f_i]: the (token, feature) pair EAGLE's FC connector reads
+/// (embedding first, as cnets.py concatenates). The embedding row is bf16 already; f is rounded as
+/// every GEMM input is.
+static __global__ void embed_concat(__nv_bfloat16* cat, const __nv_bfloat16* embed, const int* tokens, const float* f,
+                                    int D) {
+    const int i = blockIdx.x;
+    const __nv_bfloat16* e = embed + static_cast<std::size_t>(tokens[i]) * D;
+    const float* fi = f + static_cast<std::size_t>(i) * D;
+    __nv_bfloat16* out = cat + static_cast<std::size_t>(i) * 2 * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        out[d] = e[d];
+        out[D + d] = __float2bfloat16(fi[d]);
+    }
+}
+
+inline void launch_embed_concat(cudaStream_t s, __nv_bfloat16* cat, const __nv_bfloat16* embed, const int* tokens,
+                                const float* f, int n, int D) {
+    if (n <= 0) return;
+    embed_concat<<<n, 256, 0, s>>>(cat, embed, tokens, f, D);
+    check_launch();
+}
+
+/// x (n, D) += b (D) on every row: the FC connector's bias.
+static __global__ void add_row_bias(float* x, const float* b, int D) {
+    float* row = x + static_cast<std::size_t>(blockIdx.x) * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) row[d] += b[d];
+}
+
+inline void launch_add_row_bias(cudaStream_t s, float* x, const float* b, int n, int D) {
+    if (n <= 0) return;
+    add_row_bias<<<n, 256, 0, s>>>(x, b, D);
+    check_launch();
+}
+
+/// FSPAD's partial alignment (fspad.txt, Fig. 5): the doubled down_proj's output o (n, 2D) splits into
+/// the token branch, added to the residual x, and the feature branch, feature = x + o[:, D:] on the
+/// residual before that add (CpuModel's order).
+static __global__ void pad_split(float* x, float* feature, const float* o, int D) {
+    const std::size_t i = blockIdx.x;
+    float* xi = x + i * D;
+    float* fi = feature + i * D;
+    const float* oi = o + i * 2 * D;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        fi[d] = xi[d] + oi[D + d];
+        xi[d] += oi[d];
+    }
+}
+
+inline void launch_pad_split(cudaStream_t s, float* x, float* feature, const float* o, int n, int D) {
+    if (n <= 0) return;
+    pad_split<<<n, 256, 0, s>>>(x, feature, o, D);
+    check_launch();
+}
+
+// ---------------------------------------------------------------------------------------------------
 // RMSNorm
 
 /// out (n, D) = x · rsqrt(mean(x²) + eps) · weight, one block per row. Out is fp32 (a captured hidden

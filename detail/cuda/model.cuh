@@ -99,12 +99,6 @@ public:
     CudaModel(Config config, DeviceWeights weights, CudaContext& ctx, CudaModelOptions options = {})
         : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx, options.gemm) {
         cfg_.validate();
-        detail::require(!cfg_.partial_alignment, "cuda.model", [] {
-            return std::string("partial_alignment (FSPAD's doubled last down_proj) runs on the CPU model only");
-        });
-        detail::require(!cfg_.identity_end_norms, "cuda.model", [] {
-            return std::string("identity_end_norms (EAGLE's drafter layer without its end norms) runs on the CPU model only");
-        });
         context_ = detail::capped_context(cfg_.max_position_embeddings, opt_.max_context, "cuda.model");
         detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
             return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +
@@ -132,7 +126,41 @@ public:
 
     /// Logits (N - first, V) for tree nodes first..N-1, as CpuModel::forward. The view points into
     /// pinned host memory and lives until the next forward.
-    Rows forward(const Tree& tree, int first = 0) {
+    Rows forward(const Tree& tree, int first = 0) { return run_forward(tree, first, Inputs::kTokens, nullptr); }
+
+    /// As forward, with the rows' inputs supplied instead of the token embeddings: (N - first, D) floats
+    /// on the host (CpuModel::forward_embeddings), or on the device. A drafter fed by a connector (EAGLE,
+    /// FSPAD) or by the target's states (EDD) runs this way; the tokens still set the tree's shape.
+    Rows forward_embeddings(const Tree& tree, int first, Rows inputs) {
+        const int n = tree.size() - first;
+        check_inputs(n, inputs.rows(), inputs.cols, inputs.data.size());
+        if (n > 0) std::copy(inputs.data.begin(), inputs.data.end(), supplied_host().get());
+        return run_forward(tree, first, Inputs::kHost, nullptr);
+    }
+    Rows forward_embeddings(const Tree& tree, int first, const float* device_inputs) {
+        return run_forward(tree, first, Inputs::kDevice, device_inputs);
+    }
+
+private:
+    enum class Inputs { kTokens, kHost, kDevice };
+
+    void check_inputs(int n, int rows, int cols, std::size_t size) const {
+        detail::require(cols == cfg_.hidden_size && rows == n &&
+                            size == static_cast<std::size_t>(std::max(n, 0)) * cfg_.hidden_size,
+                        "cuda.model", [&] {
+                            return "forward_embeddings: inputs are (" + std::to_string(rows) + ", " + std::to_string(cols) +
+                                   "), expected (N - first, hidden_size) = (" + std::to_string(n) + ", " +
+                                   std::to_string(cfg_.hidden_size) + ")";
+                        });
+    }
+
+    PinnedBuffer<float>& supplied_host() {
+        if (supplied_host_.get() == nullptr)
+            supplied_host_ = PinnedBuffer<float>(static_cast<std::size_t>(opt_.max_tree_nodes) * cfg_.hidden_size);
+        return supplied_host_;
+    }
+
+    Rows run_forward(const Tree& tree, int first, Inputs inputs, const float* device_inputs) {
         const int N = tree.size(), n = N - first, V = cfg_.vocab_size;
         detail::require(first >= 0 && first <= n_computed_ && first <= N, "cuda.model", [&] {
             return "forward from node " + std::to_string(first) + ", but only " + std::to_string(n_computed_) +
@@ -148,14 +176,25 @@ public:
         n_last_ = n;
         if (n == 0) return Rows{{}, V};
         stage_inputs(tree, first);
+        cudaStream_t s = ctx_->stream();
+        const std::size_t input_bytes = static_cast<std::size_t>(n) * cfg_.hidden_size * sizeof(float);
+        if (inputs == Inputs::kHost)
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(x_.get(), supplied_host_.get(), input_bytes, cudaMemcpyHostToDevice, s));
+        if (inputs == Inputs::kDevice)
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(x_.get(), device_inputs, input_bytes, cudaMemcpyDeviceToDevice, s));
+        const bool supplied = inputs != Inputs::kTokens;
         const bool graphs = opt_.graphs == CudaGraphs::kOn;
-        const auto graph = graphs_.find(n);
-        if (graph != graphs_.end()) SPECDEC_CUDA_CHECK(cudaGraphLaunch(graph->second.exec, ctx_->stream()));
-        else enqueue_forward(n, exact_splits(N));
+        const int key = 2 * n + (supplied ? 1 : 0);
+        const auto graph = graphs_.find(key);
+        if (graph != graphs_.end()) SPECDEC_CUDA_CHECK(cudaGraphLaunch(graph->second.exec, s));
+        else enqueue_forward(n, exact_splits(N), supplied);
+        keep_tree_hidden(first, n);
         ctx_->synchronize();
-        if (graphs && graph == graphs_.end()) graphs_.emplace(n, capture(n));
+        if (graphs && graph == graphs_.end()) graphs_.emplace(key, capture(n, supplied));
         return Rows{std::span<const float>(logits_host_.get(), static_cast<std::size_t>(n) * V), V};
     }
+
+public:
 
     /// Keeps the KV rows of `path` (root first, each the parent of the next) as the next committed
     /// tokens, on the device; drops every other tree row. Enqueued only: the next forward orders after it.
@@ -171,6 +210,15 @@ public:
             kernels::launch_gather_kv_rows(ctx_->stream(), k_cache_.get(), v_cache_.get(), layer_stride,
                                            cfg_.num_hidden_layers, cfg_.kv_dim(), cache_len_, chunk);
         }
+        // The captured states move with their KV rows (CpuModel's RowCache). Along a path node indices
+        // grow, so row cache_len + i is never a later entry's source: in-order copies are safe.
+        const std::size_t row_bytes = static_cast<std::size_t>(cfg_.hidden_size) * sizeof(float);
+        for (std::size_t c = 0; c < hidden_layers_.size(); ++c)
+            for (int i = 0; i < P; ++i)
+                if (path[static_cast<std::size_t>(i)] != i)
+                    SPECDEC_CUDA_CHECK(cudaMemcpyAsync(committed_row(c, cache_len_ + i),
+                                                       committed_row(c, cache_len_ + path[static_cast<std::size_t>(i)]),
+                                                       row_bytes, cudaMemcpyDeviceToDevice, ctx_->stream()));
         cache_len_ += P;
         n_computed_ = 0;
     }
@@ -182,6 +230,8 @@ public:
         });
         cache_len_ = n;
         n_computed_ = 0;
+        for (int& from : hidden_from_) from = std::min(from, n);
+        for (int& valid : host_valid_) valid = std::min(valid, n);
     }
     void reset() { truncate(0); }
 
@@ -225,11 +275,85 @@ public:
                 return "capture_hidden: layer " + std::to_string(l) + " is outside [0, " +
                        std::to_string(cfg_.num_hidden_layers) + "]";
             });
+        if (layers == hidden_layers_) return;  // the same layers: the committed states stay valid
         hidden_layers_ = std::move(layers);
         hidden_dev_ = DeviceBuffer<float>(hidden_layers_.size() * static_cast<std::size_t>(opt_.max_tree_nodes) *
                                           cfg_.hidden_size);
+        committed_dev_ = DeviceBuffer<float>(hidden_layers_.size() * static_cast<std::size_t>(capacity_) * cfg_.hidden_size);
+        committed_host_.assign(hidden_layers_.size(), {});
+        host_valid_.assign(hidden_layers_.size(), 0);
+        hidden_from_.assign(hidden_layers_.size(), cache_len_);
         graphs_.clear();
         n_last_ = 0;
+    }
+
+    /// Adds `layer` to the captured set, keeping the layers there and their states, and returns its
+    /// index, as CpuModel::add_hidden_layer (EDD reads L-3, EAGLE/FSPAD read L).
+    int add_hidden_layer(int layer) {
+        for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
+            if (hidden_layers_[i] == layer) return static_cast<int>(i);
+        detail::require(layer >= 0 && layer <= cfg_.num_hidden_layers, "cuda.model", [&] {
+            return "add_hidden_layer: layer " + std::to_string(layer) + " is outside [0, " +
+                   std::to_string(cfg_.num_hidden_layers) + "]";
+        });
+        const std::size_t n_old = hidden_layers_.size(), D = static_cast<std::size_t>(cfg_.hidden_size);
+        const std::size_t slot = static_cast<std::size_t>(opt_.max_tree_nodes) * D, rows = static_cast<std::size_t>(capacity_) * D;
+        DeviceBuffer<float> hidden((n_old + 1) * slot), committed((n_old + 1) * rows);
+        cudaStream_t s = ctx_->stream();
+        if (n_old > 0) {
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(hidden.get(), hidden_dev_.get(), n_old * slot * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, s));
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(committed.get(), committed_dev_.get(), n_old * rows * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, s));
+            ctx_->synchronize();  // the old buffers are freed below
+        }
+        hidden_dev_ = std::move(hidden);
+        committed_dev_ = std::move(committed);
+        hidden_layers_.push_back(layer);
+        committed_host_.emplace_back();
+        host_valid_.push_back(0);
+        hidden_from_.push_back(cache_len_);
+        graphs_.clear();  // they copy into the old buffers
+        return static_cast<int>(n_old);
+    }
+
+    /// The index of a captured layer; throws naming the layer and the captured set otherwise.
+    int hidden_index(int layer) const {
+        for (std::size_t i = 0; i < hidden_layers_.size(); ++i)
+            if (hidden_layers_[i] == layer) return static_cast<int>(i);
+        std::string captured;
+        for (int l : hidden_layers_) captured += (captured.empty() ? "" : ", ") + std::to_string(l);
+        detail::fail("cuda.model", "hidden_index: layer " + std::to_string(layer) + " is not captured (captured: {" +
+                                       captured + "}); was the set replaced by capture_hidden after a reader added its "
+                                       "layer with add_hidden_layer?");
+    }
+
+    /// (cache_len, D) states of every committed token for the i-th captured layer, on the host, as
+    /// CpuModel::committed_hidden. The rows live on the device and move with commit; a call copies the
+    /// rows committed since the last call (a few per step) and waits for the GPU.
+    Rows committed_hidden(int i) const {
+        detail::require(i >= 0 && i < static_cast<int>(hidden_layers_.size()), "cuda.model", [&] {
+            return "committed_hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
+                   " layers are captured (see capture_hidden)";
+        });
+        const std::size_t c = static_cast<std::size_t>(i), D = static_cast<std::size_t>(cfg_.hidden_size);
+        detail::require(hidden_from_[c] == 0, "cuda.model", [&] {
+            return "committed_hidden: capture_hidden was called after " + std::to_string(hidden_from_[c]) +
+                   " tokens were committed, whose states of layer " + std::to_string(hidden_layers_[c]) +
+                   " were not kept; call it (or add_hidden_layer) before the text is forwarded (or reset the model)";
+        });
+        std::vector<float>& host = committed_host_[c];
+        if (host.size() < static_cast<std::size_t>(cache_len_) * D)
+            host.resize(std::max(static_cast<std::size_t>(cache_len_), 2 * host.size() / D) * D);
+        if (host_valid_[c] < cache_len_) {
+            const std::size_t from = static_cast<std::size_t>(host_valid_[c]);
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(host.data() + from * D, committed_row(c, host_valid_[c]),
+                                               (static_cast<std::size_t>(cache_len_) - from) * D * sizeof(float),
+                                               cudaMemcpyDeviceToHost, ctx_->stream()));
+            ctx_->synchronize();
+            host_valid_[c] = cache_len_;
+        }
+        return Rows{std::span<const float>(host.data(), static_cast<std::size_t>(cache_len_) * D), cfg_.hidden_size};
     }
 
     /// (N - first, D) hidden states of the last forward for the i-th captured layer: a device-to-host
@@ -256,6 +380,23 @@ public:
     }
 
 private:
+    /// Row r of the committed states of captured layer c, on the device: (captured, C, D).
+    std::size_t committed_offset(std::size_t c, int r) const {
+        return (c * capacity_ + static_cast<std::size_t>(r)) * cfg_.hidden_size;
+    }
+    float* committed_row(std::size_t c, int r) { return committed_dev_.get() + committed_offset(c, r); }
+    const float* committed_row(std::size_t c, int r) const { return committed_dev_.get() + committed_offset(c, r); }
+
+    /// After a forward (eager or replayed): the captured states of its n rows go to their committed-state
+    /// rows cache_len + first + i, beside their KV rows, where commit finds them. Outside the graphs,
+    /// whose addresses are fixed at capture.
+    void keep_tree_hidden(int first, int n) {
+        for (std::size_t c = 0; c < hidden_layers_.size(); ++c)
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(committed_row(c, cache_len_ + first), hidden_slot(c),
+                                               static_cast<std::size_t>(n) * cfg_.hidden_size * sizeof(float),
+                                               cudaMemcpyDeviceToDevice, ctx_->stream()));
+    }
+
     /// An instantiated graph; destroyed with the model.
     struct Graph {
         cudaGraphExec_t exec = nullptr;
@@ -294,6 +435,10 @@ private:
         part_acc_ = DeviceBuffer<float>(rows * H * max_splits_ * hd);
         part_ml_ = DeviceBuffer<float>(rows * H * max_splits_ * 2);
         rope_cs_ = DeviceBuffer<float>(rows * hd);
+        if (cfg_.partial_alignment) {
+            pad_out_ = DeviceBuffer<float>(rows * 2 * D);
+            feature_ = DeviceBuffer<float>(rows * D);
+        }
         inv_freq_ = to_device<double>(rope_inverse_frequencies(cfg_));  // as CpuModel, rope_scaling applied
         const std::size_t inputs = 4 + 2 * rows + rows * mask_words_;
         inputs_ = DeviceBuffer<std::int32_t>(inputs);
@@ -326,13 +471,14 @@ private:
 
     /// The whole forward for n new nodes, enqueued on the stream: upload, layers, logits download.
     /// Everything that varies between calls with the same n is read from the staged inputs.
-    void enqueue_forward(int n, int splits) {
+    /// `supplied`: x already holds the inputs (forward_embeddings), no embedding gather.
+    void enqueue_forward(int n, int splits, bool supplied) {
         cudaStream_t s = ctx_->stream();
         const int D = cfg_.hidden_size, H = cfg_.num_attention_heads, Hkv = cfg_.num_key_value_heads;
         const int hd = cfg_.head_dim(), kvd = cfg_.kv_dim(), F = cfg_.intermediate_size, V = cfg_.vocab_size;
         const float eps = cfg_.rms_norm_eps;
         SPECDEC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), inputs_.bytes(), cudaMemcpyHostToDevice, s));
-        kernels::launch_embed_rows(s, x_.get(), w_.embed.get(), tokens_at(inputs_.get()), n, D);
+        if (!supplied) kernels::launch_embed_rows(s, x_.get(), w_.embed.get(), tokens_at(inputs_.get()), n, D);
         kernels::launch_rope_table(s, rope_cs_.get(), positions_at(inputs_.get()), inv_freq_.get(), n, hd);
         copy_hidden(0, n);
         kernels::TreeAttention att{.out = att_.get(), .part_acc = part_acc_.get(), .part_ml = part_ml_.get(),
@@ -343,7 +489,10 @@ private:
             const DeviceLayer& lw = w_.layers[l];
             __nv_bfloat16* kc = k_cache_.get() + static_cast<std::size_t>(l) * capacity_ * kvd;
             __nv_bfloat16* vc = v_cache_.get() + static_cast<std::size_t>(l) * capacity_ * kvd;
-            kernels::launch_rmsnorm(s, xb_.get(), x_.get(), lw.attn_norm.get(), n, D, eps);
+            if (l == 0 && cfg_.identity_end_norms)  // EAGLE's layer: no input_layernorm
+                kernels::launch_to_bf16(s, xb_.get(), x_.get(), static_cast<std::int64_t>(n) * D);
+            else
+                kernels::launch_rmsnorm(s, xb_.get(), x_.get(), lw.attn_norm.get(), n, D, eps);
             gemm_(qkv_.get(), xb_.get(), lw.wqkv.get(), n, D, H * hd + 2 * kvd);
             kernels::launch_rope_store_kv(s, qkv_.get(), kc, vc, rope_cs_.get(), params(), n, H, Hkv, hd);
             att.k_cache = kc;
@@ -353,13 +502,29 @@ private:
             kernels::launch_rmsnorm(s, xb_.get(), x_.get(), lw.mlp_norm.get(), n, D, eps);
             gemm_(gate_up_.get(), xb_.get(), lw.w_gate_up.get(), n, D, 2 * F);
             kernels::launch_swiglu(s, act_.get(), gate_up_.get(), n, F);
-            gemm_(x_.get(), act_.get(), lw.w_down.get(), n, F, D, GemmMode::kAccumulate);
+            if (l + 1 == cfg_.num_hidden_layers && cfg_.partial_alignment) {
+                // FSPAD's PAD: the (2D, F) down_proj's second half on the shared residual is the feature
+                // (state L, through the final norm); the first half goes on to the head.
+                gemm_(pad_out_.get(), act_.get(), lw.w_down.get(), n, F, 2 * D);
+                kernels::launch_pad_split(s, x_.get(), feature_.get(), pad_out_.get(), n, D);
+            } else {
+                gemm_(x_.get(), act_.get(), lw.w_down.get(), n, F, D, GemmMode::kAccumulate);
+            }
             if (l + 1 < cfg_.num_hidden_layers) copy_hidden(l + 1, n);
         }
-        for (std::size_t c = 0; c < hidden_layers_.size(); ++c)  // HF's last hidden state is the normed one
-            if (hidden_layers_[c] == cfg_.num_hidden_layers)
-                kernels::launch_rmsnorm(s, hidden_slot(c), x_.get(), w_.norm.get(), n, D, eps);
-        kernels::launch_rmsnorm(s, xb_.get(), x_.get(), w_.norm.get(), n, D, eps);
+        // HF's last hidden state is the normed one (under PAD the feature branch's; EAGLE's layer has no
+        // final norm: the residual stream is both the state and the head's input).
+        const float* last = cfg_.partial_alignment ? feature_.get() : x_.get();
+        for (std::size_t c = 0; c < hidden_layers_.size(); ++c)
+            if (hidden_layers_[c] == cfg_.num_hidden_layers) {
+                if (cfg_.identity_end_norms)
+                    SPECDEC_CUDA_CHECK(cudaMemcpyAsync(hidden_slot(c), x_.get(), static_cast<std::size_t>(n) * D * sizeof(float),
+                                                       cudaMemcpyDeviceToDevice, s));
+                else
+                    kernels::launch_rmsnorm(s, hidden_slot(c), last, w_.norm.get(), n, D, eps);
+            }
+        if (cfg_.identity_end_norms) kernels::launch_to_bf16(s, xb_.get(), x_.get(), static_cast<std::int64_t>(n) * D);
+        else kernels::launch_rmsnorm(s, xb_.get(), x_.get(), w_.norm.get(), n, D, eps);
         gemm_(logits_.get(), xb_.get(), w_.output_matrix(), n, D, V);
         SPECDEC_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), logits_.get(), static_cast<std::size_t>(n) * V * sizeof(float),
                                            cudaMemcpyDeviceToHost, s));
@@ -380,12 +545,12 @@ private:
     /// Records the forward for n nodes with attention chunks for the whole capacity (T is unknown at
     /// capture time), then instantiates it. GEMM plans for n exist already (built by an eager run), so
     /// nothing but enqueueing happens while the stream captures.
-    Graph capture(int n) {
+    Graph capture(int n, bool supplied) {
         cudaStream_t s = ctx_->stream();
         cudaGraph_t graph = nullptr;
         SPECDEC_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
         try {
-            enqueue_forward(n, max_splits_);
+            enqueue_forward(n, max_splits_, supplied);
         } catch (...) {
             cudaStreamEndCapture(s, &graph);
             if (graph != nullptr) cudaGraphDestroy(graph);
@@ -424,11 +589,18 @@ private:
     DeviceBuffer<float> part_ml_;                    // (Nmax*H, max_splits, 2)
     DeviceBuffer<float> rope_cs_;                    // (Nmax, hd/2, 2) cos, sin per node
     DeviceBuffer<double> inv_freq_;                  // (hd/2)
+    DeviceBuffer<float> pad_out_;                    // (Nmax, 2D) PAD's down_proj output (partial_alignment)
+    DeviceBuffer<float> feature_;                    // (Nmax, D) PAD's feature branch before the final norm
+    PinnedBuffer<float> supplied_host_;              // (Nmax, D) forward_embeddings' host inputs, staged
     DeviceBuffer<std::int32_t> inputs_;              // StepParams | tokens | positions | masks, see stage_inputs
     PinnedBuffer<std::int32_t> staging_;             // the same layout on the host
     std::vector<int> hidden_layers_;
-    DeviceBuffer<float> hidden_dev_;                 // (captured, Nmax, D)
-    std::map<int, Graph> graphs_;                    // n -> graph
+    DeviceBuffer<float> hidden_dev_;                 // (captured, Nmax, D) the last forward's states
+    DeviceBuffer<float> committed_dev_;              // (captured, C, D) rows as the KV rows: committed, then tree
+    std::vector<int> hidden_from_;                   // per captured layer: committed rows before its capture began
+    mutable std::vector<std::vector<float>> committed_host_;  // per captured layer: what committed_hidden returns
+    mutable std::vector<int> host_valid_;            // per captured layer: its host rows that equal the device's
+    std::map<int, Graph> graphs_;                    // 2n + (inputs supplied) -> graph
     mutable std::vector<float> kv_host_;             // (2, T, Hkv*hd) what kv() returns
     mutable std::vector<float> hidden_host_;         // (n, D) what hidden() returns
 };
@@ -436,5 +608,6 @@ private:
 static_assert(LanguageModel<CudaModel>);
 static_assert(ExposesKV<CudaModel>);
 static_assert(ExposesHidden<CudaModel>);
+static_assert(ExposesCommittedHidden<CudaModel>);
 
 }  // namespace specdec

@@ -175,6 +175,23 @@ private:
     std::vector<float> g_, u_, h_;   // (n, I)
 };
 
+/// What FeatureProposer asks of a drafter (FeatureDrafter on the CPU; CudaFeatureDrafter,
+/// detail/cuda/feature_drafter.cuh, on the GPU): the layer's shape, its cache, and two steps through
+/// connector and layer with the features on the host, (n, D) row-major.
+template <class D>
+concept FeatureDrafterLike = requires(D& d, const D& cd, const Tree& tree, int n, std::span<const int> tokens,
+                                      std::span<const float> f) {
+    { cd.config() } -> std::convertible_to<const Config&>;
+    { cd.context_size() } -> std::convertible_to<int>;
+    { cd.target_hash } -> std::convertible_to<std::string>;
+    d.reset();
+    d.truncate(n);
+    { d.score(tree, n, f) } -> std::same_as<Rows>;       // logits of nodes first.. of tree, fed f
+    { cd.features() } -> std::same_as<Rows>;            // their predicted features
+    d.append(tokens, f);                                // commits rows for (tokens, f)
+    d.model;                                            // the layer's model: how usage() names the drafter
+};
+
 /// The drafter: connector + one decoder layer (CpuModel, the target's head) + which target it reads.
 struct FeatureDrafter {
     FeatureDrafter(FeatureCheckpoint ck, ModelOptions options = {})
@@ -186,18 +203,61 @@ struct FeatureDrafter {
     CpuModel model;
     Connector kind;
     std::string target_hash;
+
+    const Config& config() const { return model.config(); }
+    int context_size() const { return model.context_size(); }
+    void reset() { model.reset(); }
+    void truncate(int n) { model.truncate(n); }
+
+    /// Logits (N - first, V) of tree nodes first..N-1, node first + i fed η = connector(e(token), f_i).
+    Rows score(const Tree& tree, int first, std::span<const float> f) {
+        const int n = tree.size() - first;
+        embed(n, [&](int i) { return tree[first + i].token; }, f);
+        return model.forward_embeddings(tree, first, Rows{eta_, model.config().hidden_size});
+    }
+    /// The features the last score predicted, (N - first, D).
+    Rows features() const { return model.hidden(0); }
+    /// Forwards and commits one row per token, fed η = connector(e(tokens_i), f_i).
+    void append(std::span<const int> tokens, std::span<const float> f) {
+        const int n = static_cast<int>(tokens.size());
+        if (n == 0) return;
+        embed(n, [&](int i) { return tokens[static_cast<std::size_t>(i)]; }, f);
+        std::vector<int> zeros(static_cast<std::size_t>(n), 0), path(static_cast<std::size_t>(n));
+        for (int i = 0; i < n; ++i) path[static_cast<std::size_t>(i)] = i;
+        model.forward_embeddings(Tree::chain(zeros), 0, Rows{eta_, model.config().hidden_size});
+        model.commit(path);
+    }
+
+private:
+    template <class TokenOf>
+    void embed(int n, TokenOf token_of, std::span<const float> f) {
+        const int D = model.config().hidden_size;
+        detail::require(f.size() == static_cast<std::size_t>(n) * D, "eagle", [&] {
+            return "feature drafter: " + std::to_string(f.size()) + " feature values for " + std::to_string(n) +
+                   " rows of " + std::to_string(D);
+        });
+        e_.resize(f.size());
+        eta_.resize(f.size());
+        for (int i = 0; i < n; ++i) {
+            const auto e = model.embedding(token_of(i));
+            std::copy(e.begin(), e.end(), e_.begin() + static_cast<std::ptrdiff_t>(i) * D);
+        }
+        connector.apply(eta_.data(), e_.data(), f.data(), n);
+    }
+    std::vector<float> e_, eta_;  // (n, D) scratch
 };
 
 /// The EAGLE / FSPAD proposer (ScoresNodes): drives any tree builder (Eagle2Tree, chains, CAPE). Reads
 /// the target's committed features (ExposesCommittedHidden, state L) and keeps its own KV cache over the
-/// committed text, recomputed from those features after every verification.
-template <ExposesCommittedHidden Target>
+/// committed text, recomputed from those features after every verification. The drafter runs on the
+/// CPU (FeatureDrafter) or on the GPU (CudaFeatureDrafter); the features pass through the host.
+template <ExposesCommittedHidden Target, FeatureDrafterLike Drafter = FeatureDrafter>
 class FeatureProposer {
 public:
     /// Makes `target` keep its final states (call before the text is forwarded: the loop prefills after
     /// the proposer exists). Both must outlive the proposer.
-    FeatureProposer(Target& target, FeatureDrafter& drafter) : target_(&target), drafter_(&drafter) {
-        const Config& dc = drafter.model.config();
+    FeatureProposer(Target& target, Drafter& drafter) : target_(&target), drafter_(&drafter) {
+        const Config& dc = drafter.config();
         detail::require(dc.vocab_size == target.vocab_size(), "eagle", [&] {
             return "the drafter's vocab_size " + std::to_string(dc.vocab_size) + " differs from the target's " +
                    std::to_string(target.vocab_size());
@@ -219,16 +279,16 @@ public:
         target.add_hidden_layer(layer_);  // beside any other reader's layer (an EddProposer's L - 3)
     }
 
-    int vocab_size() const { return drafter_->model.vocab_size(); }
+    int vocab_size() const { return drafter_->config().vocab_size; }
     long n_calls() const { return n_calls_; }
     std::vector<DrafterUsage> usage() const { return {{&drafter_->model, n_calls_, seconds_}}; }
     std::vector<DrafterContext> drafter_contexts() const {
-        return {{"the feature drafter", drafter_->model.context_size()}};
+        return {{"the feature drafter", drafter_->context_size()}};
     }
 
     void start(std::span<const int> prompt) {
         detail::require(!prompt.empty(), "eagle", [] { return std::string("start: the prompt is empty"); });
-        drafter_->model.reset();
+        drafter_->reset();
         tokens_.assign(prompt.begin(), prompt.end());
         root_pending_ = true;
         fed_ = 0;
@@ -237,7 +297,7 @@ public:
 
     Rows propose(const Tree& tree, std::span<const int> nodes) {
         const auto t0 = std::chrono::steady_clock::now();
-        const int D = drafter_->model.config().hidden_size, V = vocab_size();
+        const int D = drafter_->config().hidden_size, V = vocab_size();
         if (fresh_) {
             catch_up();
             computed_ = 0;
@@ -249,14 +309,10 @@ public:
         if (n > 0) {
             // Inputs of the new nodes: the root reads the target's last committed feature, a deeper node
             // its parent's predicted one (feature-level autoregression, EAGLE §4.1).
-            e_.resize(static_cast<std::size_t>(n) * D);
-            f_.resize(e_.size());
-            eta_.resize(e_.size());
+            f_.resize(static_cast<std::size_t>(n) * D);
             const Rows target_f = target_->committed_hidden(target_->hidden_index(layer_));
             for (int i = 0; i < n; ++i) {
                 const Node& node = tree[computed_ + i];
-                const auto e = drafter_->model.embedding(node.token);
-                std::copy(e.begin(), e.end(), e_.begin() + static_cast<std::ptrdiff_t>(i) * D);
                 float* f = f_.data() + static_cast<std::size_t>(i) * D;
                 if (node.parent >= 0) {
                     std::copy_n(features_.data() + static_cast<std::size_t>(node.parent) * D, D, f);
@@ -267,11 +323,10 @@ public:
                     std::fill_n(f, D, 0.0f);  // a one-token prompt: no feature yet
                 }
             }
-            drafter_->connector.apply(eta_.data(), e_.data(), f_.data(), n);
-            const Rows rows = drafter_->model.forward_embeddings(tree, computed_, Rows{eta_, D});
+            const Rows rows = drafter_->score(tree, computed_, f_);
             ++n_calls_;
             logits_.insert(logits_.end(), rows.data.begin(), rows.data.end());
-            const Rows h = drafter_->model.hidden(0);
+            const Rows h = drafter_->features();
             features_.insert(features_.end(), h.data.begin(), h.data.end());
             computed_ = N;
         }
@@ -299,14 +354,14 @@ public:
             tokens_.push_back(outcome.tree[outcome.path[i]].token);
         root_pending_ = outcome.next_root >= 0;
         if (root_pending_) tokens_.push_back(outcome.next_root);
-        drafter_->model.truncate(fed_);
+        drafter_->truncate(fed_);
         fresh_ = true;
     }
 
     /// Committed rows of the drafter: η_0..η_{fed-1}, one behind the target's cache at each step's start.
     int rows_fed() const { return fed_; }
     /// The drafter's predicted features (N, D) of the nodes scored this step.
-    Rows node_features() const { return Rows{features_, drafter_->model.config().hidden_size}; }
+    Rows node_features() const { return Rows{features_, drafter_->config().hidden_size}; }
 
 private:
     /// Commits η_t = connector(e_{t+1}, f_t) for the target's committed tokens the drafter lacks, all but
@@ -319,25 +374,16 @@ private:
                    std::to_string(tokens_.size()) + " tokens, but the drafter was fed " + std::to_string(fed_) +
                    " (was the target truncated behind the proposer's back?)";
         });
-        drafter_->model.truncate(fed_);
+        drafter_->truncate(fed_);
         const int n = want - fed_;
         if (n == 0) return;
-        e_.resize(static_cast<std::size_t>(n) * D);
-        eta_.resize(e_.size());
-        for (int i = 0; i < n; ++i) {
-            const auto e = drafter_->model.embedding(tokens_[static_cast<std::size_t>(fed_ + i + 1)]);
-            std::copy(e.begin(), e.end(), e_.begin() + static_cast<std::ptrdiff_t>(i) * D);
-        }
-        drafter_->connector.apply(eta_.data(), e_.data(), f.data.data() + static_cast<std::size_t>(fed_) * D, n);
-        std::vector<int> zeros(static_cast<std::size_t>(n), 0), path(static_cast<std::size_t>(n));
-        for (int i = 0; i < n; ++i) path[static_cast<std::size_t>(i)] = i;
-        drafter_->model.forward_embeddings(Tree::chain(zeros), 0, Rows{eta_, D});
-        drafter_->model.commit(path);
+        drafter_->append(std::span<const int>(tokens_).subspan(static_cast<std::size_t>(fed_ + 1), static_cast<std::size_t>(n)),
+                         f.data.subspan(static_cast<std::size_t>(fed_) * D, static_cast<std::size_t>(n) * D));
         fed_ = want;
     }
 
     Target* target_;
-    FeatureDrafter* drafter_;
+    Drafter* drafter_;
     int layer_ = 0;
     std::vector<int> tokens_;   // the committed text, ending with the pending root if one is pending
     bool root_pending_ = true;  // false after a deferred bonus (StepOutcome::next_root -1)
@@ -349,7 +395,7 @@ private:
     std::vector<float> logits_;    // (computed, V)
     std::vector<float> features_;  // (computed, D) predicted features
     std::vector<float> out_;
-    std::vector<float> e_, f_, eta_;  // (n, D) scratch
+    std::vector<float> f_;         // (n, D) the new nodes' input features
 };
 
 #if SPECDEC_BODIES
