@@ -235,6 +235,24 @@ public:
     }
     void reset() { truncate(0); }
 
+    /// Row `token` of the embedding table on the host, widened to float: a model fed input vectors
+    /// embeds its own tokens (EDD's tree nodes). The bf16 table is copied to the host on the first call
+    /// (V·D·2 bytes); the view lives until the next call.
+    std::span<const float> embedding(int token) const {
+        const int D = cfg_.hidden_size;
+        detail::require(token >= 0 && token < cfg_.vocab_size, "cuda.model", [&] {
+            return "embedding: token " + std::to_string(token) + " is outside the vocabulary of " + std::to_string(cfg_.vocab_size);
+        });
+        if (embed_host_.empty()) {
+            embed_host_.resize(static_cast<std::size_t>(cfg_.vocab_size) * D);
+            SPECDEC_CUDA_CHECK(cudaMemcpy(embed_host_.data(), w_.embed.get(), embed_host_.size() * sizeof(bf16), cudaMemcpyDeviceToHost));
+        }
+        embed_row_.resize(static_cast<std::size_t>(D));
+        const bf16* row = embed_host_.data() + static_cast<std::size_t>(token) * D;
+        std::transform(row, row + D, embed_row_.begin(), [](bf16 b) { return to_float(b); });
+        return embed_row_;
+    }
+
     // ---- ExposesKV --------------------------------------------------------------------------------
     int num_layers() const { return cfg_.num_hidden_layers; }
 
@@ -603,6 +621,8 @@ private:
     std::map<int, Graph> graphs_;                    // 2n + (inputs supplied) -> graph
     mutable std::vector<float> kv_host_;             // (2, T, Hkv*hd) what kv() returns
     mutable std::vector<float> hidden_host_;         // (n, D) what hidden() returns
+    mutable std::vector<bf16> embed_host_;           // (V, D) the table, fetched by the first embedding()
+    mutable std::vector<float> embed_row_;           // (D) what embedding() returns
 };
 
 static_assert(LanguageModel<CudaModel>);

@@ -111,12 +111,18 @@ inline EddCheckpoint load_edd_checkpoint(const std::filesystem::path& dir) {
 /// ModelProposer fuses its catch-up; observe() keeps the chain's rows and drops the tree's. Any
 /// ScoresNodes builder drives it (PCT, chains, CAPE, EAGLE-2), and a step that starts from a deferred
 /// bonus (target-initialised MCSD) too: its roots sit where a pending root would, after every state.
-template <ExposesCommittedHidden Target>
+/// The drafter is a CpuModel, or a CudaModel beside a CUDA target (its max_tree_nodes must hold the
+/// catch-up chain plus the tree: the prompt's states arrive in the first step's forward).
+template <ExposesCommittedHidden Target, class Drafter = CpuModel>
+    requires requires(Drafter& d, const Tree& t, Rows r) {
+        { d.forward_embeddings(t, 0, r) } -> std::same_as<Rows>;
+        d.embedding(0);
+    }
 class EddProposer {
 public:
     /// Makes `target` keep the states of `target_layer` (call before the text is forwarded: the loop
     /// prefills after the proposer exists). Both models must outlive the proposer.
-    EddProposer(Target& target, CpuModel& drafter, int target_layer)
+    EddProposer(Target& target, Drafter& drafter, int target_layer)
         : target_(&target), drafter_(&drafter), layer_(target_layer) {
         detail::require(drafter.vocab_size() == target.vocab_size(), "edd", [&] {
             return "the drafter's vocabulary of " + std::to_string(drafter.vocab_size()) + " differs from the target's " +
@@ -208,7 +214,7 @@ public:
 
 private:
     Target* target_;
-    CpuModel* drafter_;
+    Drafter* drafter_;
     int layer_ = 0;
     int fed_ = 0;        // target states committed in the drafter
     int offset_ = 0;     // inner index of the builder's node 0: the catch-up chain's length this step
