@@ -134,8 +134,7 @@ public:
     Rows forward_embeddings(const Tree& tree, int first, Rows inputs) {
         const int n = tree.size() - first;
         check_inputs(n, inputs.rows(), inputs.cols, inputs.data.size());
-        if (n > 0) std::copy(inputs.data.begin(), inputs.data.end(), supplied_host().get());
-        return run_forward(tree, first, Inputs::kHost, nullptr);
+        return run_forward(tree, first, Inputs::kHost, inputs.data.data());
     }
     Rows forward_embeddings(const Tree& tree, int first, const float* device_inputs) {
         return run_forward(tree, first, Inputs::kDevice, device_inputs);
@@ -160,7 +159,8 @@ private:
         return supplied_host_;
     }
 
-    Rows run_forward(const Tree& tree, int first, Inputs inputs, const float* device_inputs) {
+    /// `supplied`: the rows' inputs, on the host or the device as `inputs` says; unused for kTokens.
+    Rows run_forward(const Tree& tree, int first, Inputs inputs, const float* supplied) {
         const int N = tree.size(), n = N - first, V = cfg_.vocab_size;
         detail::require(first >= 0 && first <= n_computed_ && first <= N, "cuda.model", [&] {
             return "forward from node " + std::to_string(first) + ", but only " + std::to_string(n_computed_) +
@@ -178,19 +178,21 @@ private:
         stage_inputs(tree, first);
         cudaStream_t s = ctx_->stream();
         const std::size_t input_bytes = static_cast<std::size_t>(n) * cfg_.hidden_size * sizeof(float);
-        if (inputs == Inputs::kHost)
+        if (inputs == Inputs::kHost) {  // staged in pinned memory so the copy is asynchronous
+            std::copy_n(supplied, static_cast<std::size_t>(n) * cfg_.hidden_size, supplied_host().get());
             SPECDEC_CUDA_CHECK(cudaMemcpyAsync(x_.get(), supplied_host_.get(), input_bytes, cudaMemcpyHostToDevice, s));
+        }
         if (inputs == Inputs::kDevice)
-            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(x_.get(), device_inputs, input_bytes, cudaMemcpyDeviceToDevice, s));
-        const bool supplied = inputs != Inputs::kTokens;
+            SPECDEC_CUDA_CHECK(cudaMemcpyAsync(x_.get(), supplied, input_bytes, cudaMemcpyDeviceToDevice, s));
+        const bool embed = inputs == Inputs::kTokens;
         const bool graphs = opt_.graphs == CudaGraphs::kOn;
-        const int key = 2 * n + (supplied ? 1 : 0);
+        const int key = 2 * n + (embed ? 0 : 1);
         const auto graph = graphs_.find(key);
         if (graph != graphs_.end()) SPECDEC_CUDA_CHECK(cudaGraphLaunch(graph->second.exec, s));
-        else enqueue_forward(n, exact_splits(N), supplied);
+        else enqueue_forward(n, exact_splits(N), !embed);
         keep_tree_hidden(first, n);
         ctx_->synchronize();
-        if (graphs && graph == graphs_.end()) graphs_.emplace(key, capture(n, supplied));
+        if (graphs && graph == graphs_.end()) graphs_.emplace(key, capture(n, !embed));
         return Rows{std::span<const float>(logits_host_.get(), static_cast<std::size_t>(n) * V), V};
     }
 
