@@ -203,6 +203,7 @@
 
 #if defined(__CUDACC__)
 #include "detail/cuda/model.cuh"                      // defines: CudaModel, CudaContext (only in .cu files compiled by nvcc)
+#include "detail/cuda/feature_drafter.cuh"            // defines: CudaFeatureDrafter (EAGLE's / FSPAD's drafter on the GPU)
 #if !defined(SPECDEC_DECODING_ONLY)
 #include "detail/cuda/glide.cuh"                      // defines: CudaGlideModel (GLIDE's drafter on the GPU, reading CudaModel's KV)
 #include "detail/cuda/train_device.cuh"               // defines: train::CudaDevice (the device trainer on the GPU: kernels, bf16 products)
