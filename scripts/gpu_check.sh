@@ -95,7 +95,7 @@ if [ ! -x "$tests" ] || [ ! -x "$bench" ]; then
     flags="-std=c++20 -O2 -arch=sm_$arch -I$root -I$root/tests --Werror=all-warnings -diag-suppress=1675"
     flags+=" -Xcompiler=-Wall,-Wextra,-Werror${catch2_include:+ -I$catch2_include}"
     step build_nvcc 360 build_nvcc.log bash -c "
-        '$nvcc' $flags tests/cuda/main.cpp tests/cuda/test_cuda.cu tests/cuda/test_cuda_train.cu -lcublasLt -o '$tests' & t=\$!
+        '$nvcc' $flags tests/cuda/main.cpp tests/cuda/*.cu -lcublasLt -o '$tests' & t=\$!
         '$nvcc' $flags examples/bench/bench_cuda.cu -lcublasLt -o '$bench' & b=\$!
         wait \$t; rt=\$?; wait \$b; exit \$(( rt | \$? ))"
 fi
