@@ -315,6 +315,13 @@ public:
                 const Node& node = tree[computed_ + i];
                 float* f = f_.data() + static_cast<std::size_t>(i) * D;
                 if (node.parent >= 0) {
+                    // The parent's predicted feature is this node's input: the parent must have been
+                    // scored by an earlier propose (builders grow the tree a depth per call).
+                    detail::require(node.parent < computed_, "eagle", [&] {
+                        return "propose: node " + std::to_string(computed_ + i) + " and its parent " +
+                               std::to_string(node.parent) + " are both new in one call; a feature drafter needs "
+                               "the parent's predicted feature first (score the tree a depth at a time)";
+                    });
                     std::copy_n(features_.data() + static_cast<std::size_t>(node.parent) * D, D, f);
                 } else if (target_f.rows() > 0) {
                     const auto last = target_f.row(target_f.rows() - 1);

@@ -269,6 +269,20 @@ TEST_CASE("bad input to the feature drafter is refused, naming the values", "[ea
                           Catch::Contains("total_tokens = 0"));
         CHECK_THROWS_WITH(proposer.start(std::vector<int>{}), Catch::Contains("[specdec.eagle] start: the prompt is empty"));
     }
+    SECTION("a node scored in the same call as its parent (its input is the parent's predicted feature)") {
+        CpuModel target(tc, tw);
+        FeatureDrafter d(ck);
+        FeatureProposer proposer(target, d);
+        const std::vector<int> prompt{1, 2, 3};
+        proposer.start(prompt);
+        detail::prefill(target, std::span<const int>(prompt).first(2));
+        Tree tree;
+        tree.add_root(3);
+        tree.add(4, 0);
+        const std::vector<int> nodes{0, 1};
+        CHECK_THROWS_WITH(proposer.propose(tree, nodes),
+                          Catch::Contains("[specdec.eagle] propose: node 1 and its parent 0 are both new in one call"));
+    }
 }
 
 TEST_CASE("greedy EAGLE-2 and FSPAD equal plain greedy decoding, and the drafter follows the committed text",
