@@ -296,8 +296,11 @@ TEST_CASE("CudaModel's committed hidden states of two layers follow prefill, tre
     };
 
     const std::vector<int> prefix = tokens_of(19, cfg.vocab_size, which);
-    both([&](auto& m) { detail::prefill(m, prefix, 7); });  // three chunks
-    check_same("after the prefill");
+    for (std::size_t at = 0; at < prefix.size(); at += 7) {  // a prefill in three chunks
+        const auto part = std::span<const int>(prefix).subspan(at, std::min<std::size_t>(7, prefix.size() - at));
+        both([&](auto& m) { detail::prefill(m, part); });
+        check_same("after a prefill chunk");
+    }
 
     const Tree tree = random_tree(14, cfg.vocab_size, 61 + which);
     const std::vector<int> path = moving_path(tree);
@@ -408,7 +411,7 @@ TEST_CASE("FeatureProposer over CudaModel and CudaFeatureDrafter proposes the CP
     FeatureProposer<CudaModel, CudaFeatureDrafter> gpu(gpu_target, gpu_drafter);
 
     std::vector<int> text = tokens_of(13, V, which);  // the last one is the pending root
-    const std::span<const int> prompt(text.data(), text.size() - 1);
+    const std::vector<int> prompt(text.begin(), text.end() - 1);
     detail::prefill(cpu_target, prompt);
     detail::prefill(gpu_target, prompt);
     cpu.start(text);
@@ -479,8 +482,8 @@ TEST_CASE("greedy EAGLE-2 with CudaFeatureDrafter equals greedy decoding of the 
     TreeVerifier verifier;
     GreedyMatch greedy;
 
-    SECTION("EAGLE-2's tree, full or half budget") {
-        CudaFeatureDrafter drafter(ck, ctx);
+    SECTION("EAGLE-2's tree, full or half budget; the drafter's layer replays CUDA graphs for seed 3") {
+        CudaFeatureDrafter drafter(ck, ctx, CudaModelOptions{.graphs = seed == 3 ? CudaGraphs::kOn : CudaGraphs::kOff});
         FeatureProposer<CudaModel, CudaFeatureDrafter> proposer(target, drafter);
         const std::vector<int> prompt = tokens_of(6, tc.vocab_size, static_cast<int>(seed));
         const GenerateOptions gen{.max_new_tokens = 40, .seed = seed};
