@@ -23,71 +23,23 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "cuda/cuda_helpers.hpp"
 #include "detail/cuda/feature_drafter.cuh"
 #include "detail/cuda/model.cuh"
 #include "helpers.hpp"
 #include "specdec.hpp"
 
 using namespace specdec;
+using namespace specdec::cuda_test;
 
 namespace {
-
-constexpr float kModel = 3e-2f;
-
-std::vector<float> normal(std::size_t n, std::uint64_t seed, float std_dev = 1.0f) {
-    detail::NormalStream s{seed};
-    std::vector<float> v(n);
-    for (float& x : v) x = std_dev * s.next();
-    return v;
-}
-
-/// The float32 values a bf16 store of `v` keeps.
-std::vector<float> rounded(std::span<const float> v) {
-    std::vector<float> out(v.size());
-    std::transform(v.begin(), v.end(), out.begin(), [](float x) { return to_float(to_bf16(x)); });
-    return out;
-}
-
-/// max |got - want| / max |want|.
-float normalized_error(std::span<const float> got, std::span<const float> want) {
-    REQUIRE(got.size() == want.size());
-    float diff = 0.0f, scale = 1e-30f;
-    for (std::size_t i = 0; i < got.size(); ++i) {
-        diff = std::max(diff, std::abs(got[i] - want[i]));
-        scale = std::max(scale, std::abs(want[i]));
-    }
-    return diff / scale;
-}
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-/// A random tree of n nodes below one root (parents drawn uniformly among earlier nodes).
-Tree random_tree(int n, int vocab, std::uint64_t seed) {
-    Tree t;
-    StepRng rng{seed, 0, RngStream::kUser};
-    t.add_root(static_cast<int>(rng.uniform(0, 0) * vocab));
-    for (int i = 1; i < n; ++i) t.add(static_cast<int>(rng.uniform(i, 1) * vocab), static_cast<int>(rng.uniform(i, 0) * i));
-    return t;
-}
-
-/// `w` with every matrix rounded to bf16 and the norms kept: what CudaModel computes with.
-Weights bf16_matrices(const Config& c, Weights w) {
-    for_each_tensor(w, c, [](const std::string& name, std::vector<float>& t, std::size_t) {
-        if (name.find("norm") == std::string::npos) t = rounded(t);
-    });
-    return w;
-}
-
-std::vector<float> copy_rows(const Rows& r) { return {r.data.begin(), r.data.end()}; }
-
 /// A CpuModel that rounds each product's input to bf16, as CudaModel does (the same numbers on any CPU).
 const ModelOptions kBf16Products{.weight_format = WeightFormat::kBF16, .bf16_inputs = true};
-
-/// The whole-model tests' weight scale (test_cuda.cu's model_scale): well-conditioned models, so that
-/// kModel measures the backend.
-float model_scale(const Config& c) { return 1.0f / std::sqrt(static_cast<float>(c.hidden_size)); }
 
 /// Targets: head_dim 8 (GQA 2) and 64 (GQA 2), `layers` deep.
 Config target_config(int which, int layers = 2) {
@@ -147,27 +99,6 @@ FeatureCheckpoint drafter_of(const Kind& k, const Config& tc, const Weights& tw,
             ck.connector_weights.fc_bias[i] = 0.05f * static_cast<float>(i % 5) - 0.1f;
     }
     return ck;
-}
-
-/// Greedy speculative output must equal greedy autoregressive output (test_cuda.cu's check): the two
-/// runs multiply different row counts, so a divergence is accepted only where the target's top two
-/// logits are within that rounding of each other (checked with the CPU oracle).
-void check_greedy_equal(const Config& cfg, const Weights& w, std::span<const int> prompt, const std::vector<int>& plain,
-                        const std::vector<int>& spec) {
-    REQUIRE(plain.size() == spec.size());
-    const auto diverge = std::mismatch(plain.begin(), plain.end(), spec.begin());
-    if (diverge.first == plain.end()) return;
-    const int at = static_cast<int>(diverge.first - plain.begin());
-    std::vector<int> context(prompt.begin(), prompt.end());
-    context.insert(context.end(), plain.begin(), plain.begin() + at);
-    CpuModel cpu(cfg, w);
-    detail::prefill(cpu, std::span<const int>(context).first(context.size() - 1));
-    const std::vector<float> logits = copy_rows(cpu.forward(Tree::chain(std::vector<int>{context.back()}), 0));
-    std::vector<float> sorted = logits;
-    std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
-    const float scale = std::max(std::abs(sorted[0]), std::abs(sorted.back()));
-    WARN("greedy outputs diverge at token " << at << ": top-2 margin " << sorted[0] - sorted[1] << " of scale " << scale);
-    CHECK(sorted[0] - sorted[1] <= 2 * kModel * scale);
 }
 
 }  // namespace
