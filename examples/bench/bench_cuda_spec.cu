@@ -16,6 +16,10 @@
 // method's by no more than the CUDA suite allows (tests/cuda/test_cuda.cu, check_greedy_equal: 2 x 3e-2 of
 // the largest |logit|), and as a FAIL otherwise (printed loudly; the program exits 2).
 //
+// On the demo target the same compositions also run once on the CPU reference (CpuModel, FeatureDrafter,
+// float32): their τ beside the GPU's checks the GPU drafters draft what the CPU ones draft (τ may differ a
+// little, by rounding; a gap over 10% is printed as a CHECK line).
+//
 // A widened target is a SIMULATION: the demo target's outputs at Llama-2-7B's memory traffic and FLOPs,
 // so acceptance is the demo target's and the costs are a 7B model's. Every table says so.
 //
@@ -67,6 +71,7 @@ struct Args {
     int max_context = 0;                              // 0: the longest prompt + max_new + kTreeMargin
     std::string split = "all";                        // as specdec_bench: all | val | test
     bool graphs = true;
+    bool cpu_tau = true;                              // the demo target's τ on the CPU reference too
     bool help = false;
 };
 
@@ -76,7 +81,8 @@ constexpr const char* kUsage =
     "                       [--eagle eagle,fspad]   (feature-drafter folders under --models: EAGLE-2 60/6/10 with each)\n"
     "                       [--small small]   (the Llama drafter of chain 4)\n"
     "                       [--models DIR] [--prompts FILE] [--split all|val|test] [--n-prompts 8] [--max-new 64]\n"
-    "                       [--repeats 3] [--graphs on|off] [--max-context N] [--out DIR]\n";
+    "                       [--repeats 3] [--graphs on|off] [--max-context N] [--out DIR]\n"
+    "                       [--cpu-tau on|off]   (on: the demo target's compositions also run on the CPU, for their tau)\n";
 
 constexpr int kGamma = 4;           // chain 4 (vanilla SD)
 constexpr int kMaxTreeNodes = 64;   // rows per forward: EAGLE-2 60/6/10 verifies 61 nodes, prefill feeds 32
@@ -125,9 +131,9 @@ Args parse_args(int argc, char** argv) {
                                               "' is neither demo (the trained target) nor a widening preset (" + e.what() + ")");
                 }
             }
-        } else if (flag == "--graphs") {
-            if (v != "on" && v != "off") detail::fail("bench", "argument --graphs = '" + v + "': expected on or off");
-            a.graphs = v == "on";
+        } else if (flag == "--graphs" || flag == "--cpu-tau") {
+            if (v != "on" && v != "off") detail::fail("bench", "argument " + flag + " = '" + v + "': expected on or off");
+            (flag == "--graphs" ? a.graphs : a.cpu_tau) = v == "on";
         } else if (flag == "--split") {
             if (v != "all" && v != "val" && v != "test")
                 detail::fail("bench", "argument --split = '" + v + "': expected all, val or test");
@@ -150,19 +156,26 @@ struct Method {
     std::string about;    // the drafter column
 };
 
+/// The models of one target on one backend.
+template <class Model, class Feature>
+struct Backend {
+    std::unique_ptr<Model> target;
+    std::unique_ptr<Model> small;  // chain 4's drafter
+    std::map<std::string, std::unique_ptr<Feature>> features;
+};
+
 struct Loaded {
-    std::string scale;                 // "demo" or a widen_preset name
-    bool simulated = false;            // a widened target: the demo target's outputs at another model's cost
-    std::string cost;                  // the cost column
-    std::unique_ptr<CudaModel> target;
-    std::unique_ptr<CudaModel> small;  // chain 4's drafter
-    std::map<std::string, std::unique_ptr<CudaFeatureDrafter>> features;
-    std::vector<Method> methods;       // autoregressive first
+    std::string scale;                            // "demo" or a widen_preset name
+    bool simulated = false;                       // a widened target: the demo target's outputs at another model's cost
+    std::string cost;                             // the cost column
+    Backend<CudaModel, CudaFeatureDrafter> gpu;   // what is timed
+    Backend<CpuModel, FeatureDrafter> cpu;        // the demo target with --cpu-tau: the reference's τ
+    std::vector<Method> methods;                  // autoregressive first
 };
 
 /// The target at `scale` and the drafters the methods read, each CudaModel holding `positions` tokens.
 /// Folders that are missing, or that cannot read this target, are skipped with a note on stderr.
-Loaded load_models(const Args& args, const std::string& scale, int positions, CudaContext& ctx) {
+Loaded load_models(const Args& args, const std::string& scale, int positions, CudaContext& ctx, ThreadPool& pool) {
     const CudaModelOptions opt{.max_tree_nodes = kMaxTreeNodes, .max_context = positions,
                                .graphs = args.graphs ? CudaGraphs::kOn : CudaGraphs::kOff};
     const fs::path& dir = args.models;
@@ -177,14 +190,17 @@ Loaded load_models(const Args& args, const std::string& scale, int positions, Cu
     const double params = static_cast<double>(bench::matrix_params(t.config));
     char cost[160];
     if (m.simulated)
-        std::snprintf(cost, sizeof cost, "SIMULATION: %.2fB params read per forward (%s)", params / 1e9,
-                      bench::cost_scaled_label(scale).c_str());
+        std::snprintf(cost, sizeof cost, "SIMULATION, %s: %.2fB matrix params read per forward",
+                      bench::cost_scaled_label(scale).c_str(), params / 1e9);
     else
-        std::snprintf(cost, sizeof cost, "trained, %.1fM params read per forward", params / 1e6);
+        std::snprintf(cost, sizeof cost, "trained: %.1fM matrix params read per forward", params / 1e6);
     m.cost = cost;
     std::fprintf(stderr, "[bench] %s: uploading the target (%d layers, D %d, bf16)\n", scale.c_str(),
                  t.config.num_hidden_layers, t.config.hidden_size);
-    m.target = std::make_unique<CudaModel>(t.config, t.weights, ctx, opt);
+    m.gpu.target = std::make_unique<CudaModel>(t.config, t.weights, ctx, opt);
+    const bool cpu = args.cpu_tau && !m.simulated;
+    const ModelOptions cpu_opt{.pool = &pool};  // 256 rows: its feature drafter appends a whole prompt at once
+    if (cpu) m.cpu.target = std::make_unique<CpuModel>(t.config, t.weights, cpu_opt);
     m.methods.push_back({Kind::kAutoregressive, "autoregressive", "", "- (the baseline)"});
 
     if (fs::exists(dir / args.small / "config.json")) {
@@ -194,7 +210,8 @@ Loaded load_models(const Args& args, const std::string& scale, int positions, Cu
                    " differs from the target's " + std::to_string(t.config.vocab_size) + " (chain " +
                    std::to_string(kGamma) + " needs the target's vocabulary)";
         });
-        m.small = std::make_unique<CudaModel>(s.config, s.weights, ctx, opt);
+        m.gpu.small = std::make_unique<CudaModel>(s.config, s.weights, ctx, opt);
+        if (cpu) m.cpu.small = std::make_unique<CpuModel>(s.config, s.weights, cpu_opt);
         m.methods.push_back({Kind::kChain, "chain " + std::to_string(kGamma), args.small,
                              args.small + " (Llama, " + std::to_string(s.config.num_hidden_layers) + " x " +
                                  std::to_string(s.config.hidden_size) + ")"});
@@ -224,27 +241,29 @@ Loaded load_models(const Args& args, const std::string& scale, int positions, Cu
             check_feature_pair(f, t.config);
         }
         const bool eagle = f.connector == Connector::kFc && !f.config.partial_alignment;
-        m.features[name] = std::make_unique<CudaFeatureDrafter>(std::move(f), ctx, opt);
+        m.gpu.features[name] = std::make_unique<CudaFeatureDrafter>(f, ctx, opt);
+        if (cpu) m.cpu.features[name] = std::make_unique<FeatureDrafter>(std::move(f), cpu_opt);
         m.methods.push_back({Kind::kEagle2, "EAGLE-2 60/6/10", name,
                              name + (eagle ? " (EAGLE: FC connector)" : " (FSPAD: Feature Sampler + PAD)")});
     }
     // The feature drafters read the target's final states, which it then copies out of every forward. It
     // keeps them for every method, so all run the same target (and no graph is recaptured mid-run).
-    if (!m.features.empty()) m.target->add_hidden_layer(t.config.num_hidden_layers);
+    if (!m.gpu.features.empty()) m.gpu.target->add_hidden_layer(t.config.num_hidden_layers);
     SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
     return m;
 }
 
 // ---- one generation ----------------------------------------------------------------------------------
 
-template <class P, class B>
-Generation greedy(CudaModel& target, P& proposer, B builder, std::span<const int> prompt, const GenerateOptions& opts) {
+template <class Model, class P, class B>
+Generation greedy(Model& target, P& proposer, B builder, std::span<const int> prompt, const GenerateOptions& opts) {
     TreeVerifier verifier;
     GreedyMatch acceptor;  // the target's argmax decides: lossless for any tree
     return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
 }
 
-Generation generate(const Method& method, Loaded& m, std::span<const int> prompt, const GenerateOptions& opts) {
+template <class Model, class Feature>
+Generation generate(const Method& method, Backend<Model, Feature>& m, std::span<const int> prompt, const GenerateOptions& opts) {
     switch (method.kind) {
         case Kind::kAutoregressive: return autoregressive_generate(*m.target, prompt, opts);
         case Kind::kChain: {
@@ -252,7 +271,7 @@ Generation generate(const Method& method, Loaded& m, std::span<const int> prompt
             return greedy(*m.target, proposer, Chain{.gamma = kGamma}, prompt, opts);
         }
         case Kind::kEagle2: {
-            FeatureProposer<CudaModel, CudaFeatureDrafter> proposer(*m.target, *m.features.at(method.drafter));
+            FeatureProposer<Model, Feature> proposer(*m.target, *m.features.at(method.drafter));
             return greedy(*m.target, proposer, Eagle2Tree{}, prompt, opts);
         }
     }
@@ -272,7 +291,9 @@ struct Verdict {
 
 struct Row {
     std::string target, cost, method, drafter;
+    bool simulated = false;  // a widened target (Loaded::simulated)
     double tau = 0, ms_per_token = 0, tokens_per_s = 0, speedup = 0;
+    double tau_cpu = NAN;  // the same composition on the CPU reference (demo target, --cpu-tau), else NaN
     double draft_ms = 0, verify_ms = 0, other_ms = 0;  // per step (target forward)
     long tokens = 0;
     int steps = 0;
@@ -306,6 +327,19 @@ float divergence_margin(CudaModel& target, std::span<const int> prompt, const st
     return scale > 0 ? std::abs(gap) / scale : INFINITY;
 }
 
+/// τ of one method on the CPU reference, each prompt once, as the GPU runs them.
+double cpu_tau(const Method& method, Backend<CpuModel, FeatureDrafter>& cpu, const std::vector<bench::harness::Prompt>& prompts,
+               int max_new) {
+    std::fprintf(stderr, "[bench] %s on the CPU reference, for its tau\n", method.name.c_str());
+    long tokens = 0, steps = 0;
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+        const Generation g = generate(method, cpu, prompts[p].tokens, {.max_new_tokens = max_new, .seed = 1'000'003ULL + p});
+        tokens += static_cast<long>(g.tokens.size());
+        steps += g.n_target_calls();
+    }
+    return steps > 0 ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0;
+}
+
 std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::harness::Prompt>& prompts) {
     using clock = std::chrono::steady_clock;
     const std::size_t M = m.methods.size(), P = prompts.size();
@@ -321,7 +355,7 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
             for (std::size_t mi = 0; mi < M; ++mi) {
                 SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
                 const auto t0 = clock::now();
-                Generation g = generate(m.methods[mi], m, prompts[p].tokens, opts);
+                Generation g = generate(m.methods[mi], m.gpu, prompts[p].tokens, opts);
                 SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
                 const double s = std::chrono::duration<double>(clock::now() - t0).count();
                 if (pass == 0 && mi == 0) reference[p] = g.tokens;
@@ -347,7 +381,8 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
         const Cell& c = cells[mi];
         const Summary s = summarize(c.pooled);
         const double steps = std::max(1, s.n_target_calls);
-        Row r{.target = m.scale, .cost = m.cost, .method = m.methods[mi].name, .drafter = m.methods[mi].about};
+        Row r{.target = m.scale, .cost = m.cost, .method = m.methods[mi].name, .drafter = m.methods[mi].about,
+              .simulated = m.simulated};
         r.tau = s.tau;
         r.tokens = s.n_tokens;
         r.steps = s.n_target_calls;
@@ -360,10 +395,11 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
         r.verdict.n_runs = c.n_runs;
         r.verdict.n_same = c.n_same;
         for (const auto& [p, tokens] : c.diverged) {  // after the timed runs: these forwards are not timed
-            const float margin = divergence_margin(*m.target, prompts[p].tokens, reference[p], tokens);
+            const float margin = divergence_margin(*m.gpu.target, prompts[p].tokens, reference[p], tokens);
             r.verdict.worst_margin = std::max(r.verdict.worst_margin, margin);
             ++(margin <= kTieTolerance ? r.verdict.n_ties : r.verdict.n_fail);
         }
+        if (m.cpu.target) r.tau_cpu = cpu_tau(m.methods[mi], m.cpu, prompts, args.max_new);
         rows.push_back(std::move(r));
     }
     return rows;
@@ -384,39 +420,51 @@ std::string same_text(const Verdict& v) {
     return s + more;
 }
 
+std::string tau_cpu_text(const Row& r) {
+    if (std::isnan(r.tau_cpu)) return "-";
+    char t[32];
+    std::snprintf(t, sizeof t, "%.2f", r.tau_cpu);
+    return t;
+}
+
+/// τ on the GPU more than 10% away from the CPU reference's: a drafter that drafts differently.
+bool tau_disagrees(const Row& r) { return !std::isnan(r.tau_cpu) && std::abs(r.tau - r.tau_cpu) > 0.1 * r.tau_cpu; }
+
 std::string title(const Header& h) {
     return "Greedy speculative generation on the GPU: " + h.gpu + ", " + h.cuda + "\n" + h.setup +
-           "\nA widened target (cost column: SIMULATION) is the demo target widened to a larger model's cost "
+           "\nA widened target (SIMULATED / SIMULATION in the target and cost columns) is the demo target widened to a larger model's cost "
            "(docs/widening.md): the demo target's outputs, so the same acceptance, at that model's memory traffic and FLOPs.";
 }
 
 void print_rows(const std::vector<Row>& rows) {
     for (const Row& r : rows)
-        std::printf("%-6s %-16s %-36s %6.2f %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n", r.target.c_str(), r.method.c_str(),
-                    r.drafter.c_str(), r.tau, r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms,
+        std::printf("%-15s %-16s %-36s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
+                    (r.target + (r.simulated ? " SIMULATED" : "")).c_str(), r.method.c_str(),
+                    r.drafter.c_str(), r.tau, tau_cpu_text(r).c_str(), r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms,
                     r.other_ms, same_text(r.verdict).c_str());
     std::fflush(stdout);
 }
 
 void print_header(const Header& h) {
     std::printf("%s\n\n", title(h).c_str());
-    std::printf("%-6s %-16s %-36s %6s %8s %9s %8s %8s %9s %8s  %s\n", "target", "method", "drafter", "tau", "ms/tok",
+    std::printf("%-15s %-16s %-36s %6s %7s %8s %9s %8s %8s %9s %8s  %s\n", "target", "method", "drafter", "tau", "tau CPU", "ms/tok",
                 "tok/s", "speedup", "draft ms", "verify ms", "other ms", "same");
     std::fflush(stdout);
 }
 
 std::string csv_of(const std::vector<Row>& rows, const Header& h) {
-    std::string s = "gpu,cuda,target,cost,method,drafter,tau,ms_per_token,tokens_per_s,speedup,draft_ms_per_step,"
+    std::string s = "gpu,cuda,target,simulated,cost,method,drafter,tau,tau_cpu,ms_per_token,tokens_per_s,speedup,draft_ms_per_step,"
                     "verify_ms_per_step,accept_commit_ms_per_step,tokens,target_calls,lossless,same_runs,runs,"
                     "prompts_diverging_at_ties,prompts_diverging_beyond_rounding,worst_gap\n";
     const auto quoted = [](const std::string& x) { return "\"" + x + "\""; };
     char num[256];
     for (const Row& r : rows) {
         const Verdict& v = r.verdict;
-        std::snprintf(num, sizeof num, "%.4f,%.4f,%.2f,%.4f,%.4f,%.4f,%.4f,%ld,%d,%s,%d,%d,%d,%d,%.4g", r.tau,
-                      r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms, r.other_ms, r.tokens, r.steps,
+        std::snprintf(num, sizeof num, "%.4f,%s,%.4f,%.2f,%.4f,%.4f,%.4f,%.4f,%ld,%d,%s,%d,%d,%d,%d,%.4g", r.tau,
+                      std::isnan(r.tau_cpu) ? "" : tau_cpu_text(r).c_str(), r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms, r.other_ms, r.tokens, r.steps,
                       v.lossless() ? "yes" : "FAIL", v.n_same, v.n_runs, v.n_ties, v.n_fail, v.worst_margin);
-        s += quoted(h.gpu) + "," + quoted(h.cuda) + "," + r.target + "," + quoted(r.cost) + "," + quoted(r.method) + "," +
+        s += quoted(h.gpu) + "," + quoted(h.cuda) + "," + r.target + "," + (r.simulated ? "yes" : "no") + "," +
+             quoted(r.cost) + "," + quoted(r.method) + "," +
              quoted(r.drafter) + "," + num + "\n";
     }
     return s;
@@ -424,13 +472,14 @@ std::string csv_of(const std::vector<Row>& rows, const Header& h) {
 
 std::string markdown_of(const std::vector<Row>& rows, const Header& h, const std::string& command) {
     std::string s = "# " + title(h) + "\n\nCommand: `" + command + "`\n\n"
-                    "| target | cost | method | drafter | τ | ms/token | tokens/s | speedup | draft ms/step | verify ms/step "
+                    "| target | cost | method | drafter | τ | τ on the CPU | ms/token | tokens/s | speedup | draft ms/step | verify ms/step "
                     "| accept+commit ms/step | same as autoregressive |\n"
-                    "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
+                    "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
     char line[1024];
     for (const Row& r : rows) {
-        std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %.2f | %.3f | %.0f | %.2f× | %.3f | %.3f | %.3f | %s |\n",
-                      r.target.c_str(), r.cost.c_str(), r.method.c_str(), r.drafter.c_str(), r.tau, r.ms_per_token,
+        std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %.2f | %s | %.3f | %.0f | %.2f× | %.3f | %.3f | %.3f | %s |\n",
+                      r.target.c_str(), r.cost.c_str(), r.method.c_str(), r.drafter.c_str(), r.tau,
+                      tau_cpu_text(r).c_str(), r.ms_per_token,
                       r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms, r.other_ms,
                       (r.verdict.lossless() ? same_text(r.verdict) : "**" + same_text(r.verdict) + "**").c_str());
         s += line;
@@ -495,9 +544,10 @@ int run(int argc, char** argv) {
               "near-tie, not a failure)";
 
     print_header(h);
+    ThreadPool pool(0);  // the CPU reference's threads: every core
     std::vector<Row> all;
     for (const std::string& scale : args.targets) {
-        Loaded m = load_models(args, scale, positions, ctx);
+        Loaded m = load_models(args, scale, positions, ctx, pool);
         std::fprintf(stderr, "[bench] %s: %zu methods x %zu prompts x (1 warm-up + %d timed passes)\n", scale.c_str(),
                      m.methods.size(), prompts.size(), args.repeats);
         const std::vector<Row> rows = measure(args, m, prompts);
@@ -507,6 +557,10 @@ int run(int argc, char** argv) {
     }
     if (!args.out.empty())
         std::fprintf(stderr, "[bench] wrote %s and %s\n", (args.out / "spec.csv").c_str(), (args.out / "spec.md").c_str());
+    for (const Row& r : all)
+        if (tau_disagrees(r))
+            std::printf("CHECK: %s, %s: tau %.2f on the GPU, %.2f on the CPU reference (more than 10%% apart: does the GPU "
+                        "drafter draft what the CPU one drafts?)\n", r.target.c_str(), r.drafter.c_str(), r.tau, r.tau_cpu);
     const long failed = std::count_if(all.begin(), all.end(), [](const Row& r) { return !r.verdict.lossless(); });
     if (failed > 0) {
         std::printf("\nFAIL: in %ld (target, method) rows an output leaves autoregressive greedy decoding's where the "
