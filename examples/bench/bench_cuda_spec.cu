@@ -298,6 +298,7 @@ struct Row {
     long tokens = 0;
     int steps = 0;
     Verdict verdict{};
+    std::string error{};  // the method failed with this message: no figures
 };
 
 struct Cell {
@@ -305,6 +306,7 @@ struct Cell {
     double seconds = 0;
     int n_same = 0, n_runs = 0;
     std::map<std::size_t, std::vector<int>> diverged;  // prompt -> the first output that differs from the reference
+    std::string error;  // the specdec::error that stopped the method, if one did
 };
 
 /// The target's logit gap at the first token where `other` leaves `reference` (both continuations of
@@ -353,13 +355,25 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
         for (std::size_t p = 0; p < P; ++p) {
             const GenerateOptions opts{.max_new_tokens = args.max_new, .seed = 1'000'003ULL + p};
             for (std::size_t mi = 0; mi < M; ++mi) {
+                Cell& c = cells[mi];
+                if (!c.error.empty()) continue;
                 SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
                 const auto t0 = clock::now();
-                Generation g = generate(m.methods[mi], m.gpu, prompts[p].tokens, opts);
+                Generation g;
+                try {
+                    g = generate(m.methods[mi], m.gpu, prompts[p].tokens, opts);
+                } catch (const specdec::error& e) {
+                    // A method that fails is dropped, and the others still measured; not the baseline, which
+                    // every row is compared with. A CUDA error that poisons the context fails the next check.
+                    if (mi == 0) throw;
+                    c.error = e.what();
+                    std::fprintf(stderr, "\n[bench] ERROR: %s, %s, %s: %s; the method is dropped\n", m.scale.c_str(),
+                                 m.methods[mi].name.c_str(), m.methods[mi].drafter.c_str(), e.what());
+                    continue;
+                }
                 SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
                 const double s = std::chrono::duration<double>(clock::now() - t0).count();
                 if (pass == 0 && mi == 0) reference[p] = g.tokens;
-                Cell& c = cells[mi];
                 const bool same = g.tokens == reference[p];
                 c.n_same += same;
                 ++c.n_runs;
@@ -379,6 +393,11 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
     std::vector<Row> rows;
     for (std::size_t mi = 0; mi < M; ++mi) {
         const Cell& c = cells[mi];
+        if (!c.error.empty()) {
+            rows.push_back({.target = m.scale, .cost = m.cost, .method = m.methods[mi].name, .drafter = m.methods[mi].about,
+                            .simulated = m.simulated, .error = c.error});
+            continue;
+        }
         const Summary s = summarize(c.pooled);
         const double steps = std::max(1, s.n_target_calls);
         Row r{.target = m.scale, .cost = m.cost, .method = m.methods[mi].name, .drafter = m.methods[mi].about,
@@ -438,7 +457,11 @@ std::string title(const Header& h) {
 
 void print_rows(const std::vector<Row>& rows) {
     for (const Row& r : rows)
-        std::printf("%-15s %-16s %-36s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
+        if (!r.error.empty())
+            std::printf("%-15s %-16s %-36s ERROR: %s\n", (r.target + (r.simulated ? " SIMULATED" : "")).c_str(),
+                        r.method.c_str(), r.drafter.c_str(), r.error.c_str());
+        else
+            std::printf("%-15s %-16s %-36s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
                     (r.target + (r.simulated ? " SIMULATED" : "")).c_str(), r.method.c_str(),
                     r.drafter.c_str(), r.tau, tau_cpu_text(r).c_str(), r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms,
                     r.other_ms, same_text(r.verdict).c_str());
@@ -459,6 +482,11 @@ std::string csv_of(const std::vector<Row>& rows, const Header& h) {
     const auto quoted = [](const std::string& x) { return "\"" + x + "\""; };
     char num[256];
     for (const Row& r : rows) {
+        if (!r.error.empty()) {
+            s += quoted(h.gpu) + "," + quoted(h.cuda) + "," + r.target + "," + (r.simulated ? "yes" : "no") + "," +
+                 quoted(r.cost) + "," + quoted(r.method) + "," + quoted(r.drafter) + ",,,,,,,,,,,ERROR,,,,,\n";
+            continue;
+        }
         const Verdict& v = r.verdict;
         std::snprintf(num, sizeof num, "%.4f,%s,%.4f,%.2f,%.4f,%.4f,%.4f,%.4f,%ld,%d,%s,%d,%d,%d,%d,%.4g", r.tau,
                       std::isnan(r.tau_cpu) ? "" : tau_cpu_text(r).c_str(), r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms, r.other_ms, r.tokens, r.steps,
@@ -471,12 +499,19 @@ std::string csv_of(const std::vector<Row>& rows, const Header& h) {
 }
 
 std::string markdown_of(const std::vector<Row>& rows, const Header& h, const std::string& command) {
-    std::string s = "# " + title(h) + "\n\nCommand: `" + command + "`\n\n"
+    std::string t = title(h);
+    t.replace(t.find('\n'), 1, "\n\n");  // the first line is the heading
+    std::string s = "# " + t + "\n\nCommand: `" + command + "`\n\n"
                     "| target | cost | method | drafter | τ | τ on the CPU | ms/token | tokens/s | speedup | draft ms/step | verify ms/step "
                     "| accept+commit ms/step | same as autoregressive |\n"
                     "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n";
     char line[1024];
     for (const Row& r : rows) {
+        if (!r.error.empty()) {
+            s += "| " + r.target + " | " + r.cost + " | " + r.method + " | " + r.drafter + " | | | | | | | | | **ERROR: " +
+                 r.error + "** |\n";
+            continue;
+        }
         std::snprintf(line, sizeof line, "| %s | %s | %s | %s | %.2f | %s | %.3f | %.0f | %.2f× | %.3f | %.3f | %.3f | %s |\n",
                       r.target.c_str(), r.cost.c_str(), r.method.c_str(), r.drafter.c_str(), r.tau,
                       tau_cpu_text(r).c_str(), r.ms_per_token,
@@ -558,17 +593,20 @@ int run(int argc, char** argv) {
     if (!args.out.empty())
         std::fprintf(stderr, "[bench] wrote %s and %s\n", (args.out / "spec.csv").c_str(), (args.out / "spec.md").c_str());
     for (const Row& r : all)
-        if (tau_disagrees(r))
+        if (r.error.empty() && tau_disagrees(r))
             std::printf("CHECK: %s, %s: tau %.2f on the GPU, %.2f on the CPU reference (more than 10%% apart: does the GPU "
                         "drafter draft what the CPU one drafts?)\n", r.target.c_str(), r.drafter.c_str(), r.tau, r.tau_cpu);
     const long failed = std::count_if(all.begin(), all.end(), [](const Row& r) { return !r.verdict.lossless(); });
+    const long errors = std::count_if(all.begin(), all.end(), [](const Row& r) { return !r.error.empty(); });
+    if (errors > 0)
+        std::printf("\nERROR: %ld (target, method) rows failed to run (the same column holds the message)\n", errors);
     if (failed > 0) {
         std::printf("\nFAIL: in %ld (target, method) rows an output leaves autoregressive greedy decoding's where the "
                     "target's argmax is clear (beyond rounding): greedy speculative decoding must be lossless\n", failed);
         std::fprintf(stderr, "FAIL: %ld rows are not lossless (see the same column)\n", failed);
-        return 2;
     }
-    return 0;
+    std::fflush(stdout);
+    return failed > 0 ? 2 : errors > 0 ? 1 : 0;
 }
 
 }  // namespace
