@@ -30,9 +30,11 @@
 //
 // Run from the repository root:
 //   build/bench_cuda_spec [--target-scale demo,7b] [--eagle eagle,fspad] [--n-prompts 8] [--max-new 64]
-//                         [--repeats 3] [--graphs on|off] [--max-context N] [--out DIR]
+//                         [--repeats 3] [--graphs on|off] [--max-context N] [--cpu-tau on|off] [--out DIR]
+// or on a GPU machine: bash scripts/gpu_spec_bench.sh OUT_DIR (builds it there when no binary is carried).
 // Prints: the GPU, the CUDA version and one table row per (target, method) on stdout; progress with an
-// ETA on stderr; with --out, spec.csv and spec.md (the same table) under DIR.
+// ETA on stderr; with --out, spec.csv and spec.md (the same table) under DIR. Exits 0; 1 on an error (a
+// method that throws is dropped, its message in its row, the rest measured); 2 when a row is not lossless.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -85,7 +87,7 @@ constexpr const char* kUsage =
     "                       [--cpu-tau on|off]   (on: the demo target's compositions also run on the CPU, for their tau)\n";
 
 constexpr int kGamma = 4;           // chain 4 (vanilla SD)
-constexpr int kMaxTreeNodes = 64;   // rows per forward: EAGLE-2 60/6/10 verifies 61 nodes, prefill feeds 32
+constexpr int kRowsPerForward = 64;   // rows per forward: EAGLE-2 60/6/10 verifies 61 nodes, prefill feeds 32
 constexpr int kTreeMargin = 64;     // positions past prompt + max_new in the default --max-context
 constexpr float kTieTolerance = 2 * 3e-2f;  // of the largest |logit|: the CUDA suite's check_greedy_equal
 
@@ -176,7 +178,7 @@ struct Loaded {
 /// The target at `scale` and the drafters the methods read, each CudaModel holding `positions` tokens.
 /// Folders that are missing, or that cannot read this target, are skipped with a note on stderr.
 Loaded load_models(const Args& args, const std::string& scale, int positions, CudaContext& ctx, ThreadPool& pool) {
-    const CudaModelOptions opt{.max_tree_nodes = kMaxTreeNodes, .max_context = positions,
+    const CudaModelOptions opt{.max_tree_nodes = kRowsPerForward, .max_context = positions,
                                .graphs = args.graphs ? CudaGraphs::kOn : CudaGraphs::kOff};
     const fs::path& dir = args.models;
     Loaded m;
