@@ -59,6 +59,25 @@ endif()
 if(SPECDEC_BUILD_EXAMPLES)
     add_executable(bench_cuda examples/bench/bench_cuda.cu)
     specdec_cuda_program(bench_cuda)
+    # Speculative generation timed on the GPU, beside autoregressive decoding (specdec_bench's prompts).
+    add_executable(bench_cuda_spec examples/bench/bench_cuda_spec.cu)
+    target_link_libraries(bench_cuda_spec PRIVATE specdec::bench_harness)
+    specdec_cuda_program(bench_cuda_spec)
+    if(BUILD_TESTING)
+        # Its command line is checked before any GPU is touched: these run on any machine.
+        add_test(NAME bench_cuda_spec/rejects_an_unknown_target_scale
+                 COMMAND bench_cuda_spec --target-scale demo,13b WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+        set_tests_properties(bench_cuda_spec/rejects_an_unknown_target_scale PROPERTIES LABELS cuda
+            PASS_REGULAR_EXPRESSION "\\[specdec\\.bench\\] argument --target-scale = 'demo,13b': '13b' is neither demo.*110m, 1b and 7b")
+        add_test(NAME bench_cuda_spec/rejects_an_unknown_option
+                 COMMAND bench_cuda_spec --gamma 3 WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+        set_tests_properties(bench_cuda_spec/rejects_an_unknown_option PROPERTIES LABELS cuda
+            PASS_REGULAR_EXPRESSION "\\[specdec\\.bench\\] unknown argument '--gamma'.*usage: bench_cuda_spec")
+        add_test(NAME bench_cuda_spec/rejects_a_missing_models_folder
+                 COMMAND bench_cuda_spec --models no_such_folder WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+        set_tests_properties(bench_cuda_spec/rejects_a_missing_models_folder PROPERTIES LABELS cuda
+            PASS_REGULAR_EXPRESSION "\\[specdec\\.bench\\] no_such_folder/target: no model here")
+    endif()
     # train_demo ... --device cuda: the GPU trainers (examples/feature_trainer.hpp, examples/lm_trainer.hpp)
     target_sources(train_demo PRIVATE examples/feature_trainer_cuda.cu examples/lm_trainer_cuda.cu)
     target_compile_definitions(train_demo PRIVATE SPECDEC_TRAIN_DEMO_CUDA=1)
