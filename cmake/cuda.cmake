@@ -46,7 +46,7 @@ endfunction()
 
 if(BUILD_TESTING)
     add_executable(specdec_cuda_tests tests/cuda/main.cpp tests/cuda/test_cuda.cu tests/cuda/test_cuda_train.cu
-                                     tests/cuda/test_cuda_feature.cu)
+                                     tests/cuda/test_cuda_state_drafters.cu)
     target_include_directories(specdec_cuda_tests PRIVATE tests)
     target_link_libraries(specdec_cuda_tests PRIVATE Catch2::Catch2)  # its own runner (main.cpp)
     specdec_cuda_program(specdec_cuda_tests)

@@ -10,9 +10,9 @@
 # specdec_cuda_tests`), and build/data the tokenised corpus (made here by train_demo tokenizer if absent).
 #
 # Steps, in order of value, each bounded:
-#   1. the GPU checks: specdec_cuda_tests "[train],[eagle]" (every training kernel against the host run
+#   1. the GPU checks: specdec_cuda_tests "[train],[eagle],[edd]" (every training kernel against the host run
 #      of the same code, gradients and AdamW against TrainableLlama, the drafters, a widened upload; the
-#      feature drafters on the GPU against the CPU's, and greedy EAGLE-2 there equal to greedy decoding)
+#      feature and EDD drafters on the GPU against the CPU's, greedy EAGLE-2 and EDD there equal to greedy)
 #   2. train_demo eagle eagle_layout --device cuda --target-scale 7b: models/eagle_layout/train.json's
 #      drafter (EAGLE-1/2's layer, FC connector) against the demo target widened to Llama-2-7B's shape
 #      (a simulation: the demo target's outputs at a 7B model's cost, docs/widening.md), batch 16 x 128,
@@ -56,7 +56,7 @@ if (( missing )); then
 fi
 [ -f build/data/train.bin ] || step tokenise 120 tokenise.log "$bin/train_demo" tokenizer
 
-step gpu_tests 150 gpu_tests.log "$bin/specdec_cuda_tests" "[train],[eagle]" --durations yes
+step gpu_tests 150 gpu_tests.log "$bin/specdec_cuda_tests" "[train],[eagle],[edd]" --durations yes
 
 models=build/gpu_models
 mkdir -p "$models"

@@ -1,8 +1,9 @@
-// EAGLE's and FSPAD's feature drafting on the GPU against the CPU reference: CudaModel fed supplied
+// EAGLE's, FSPAD's and EDD's drafting on the GPU against the CPU reference: CudaModel fed supplied
 // inputs (forward_embeddings, eager and graphed), its committed hidden states through prefill, tree
 // commits and truncation, EAGLE's layer without end norms and FSPAD's PAD, CudaFeatureDrafter behind
-// FeatureProposer against FeatureDrafter step for step, greedy EAGLE-2 decoding on the GPU against
-// greedy decoding, and bad input. Runs only with a GPU (tests/cuda/main.cpp exits 77 without one).
+// FeatureProposer against FeatureDrafter step for step, EDD's drafter as a one-layer CudaModel behind
+// EddProposer against CpuModel's, greedy EAGLE-2 and EDD + PCT decoding on the GPU against greedy
+// decoding, and bad input. Runs only with a GPU (tests/cuda/main.cpp exits 77 without one).
 //
 // Error bounds are test_cuda.cu's, normalised by the reference's largest magnitude:
 //   kExact  0     the same inputs through the same kernels (token vs supplied embeddings, graphs vs
@@ -449,6 +450,88 @@ TEST_CASE("greedy EAGLE-2 with CudaFeatureDrafter equals greedy decoding of the 
         check_greedy_equal(tc, tw, prompt, plain.tokens, spec.tokens);
         CHECK(proposer.rows_fed() >= static_cast<int>(prompt.size()) - 1);  // 44 rows or more, through 16-row chunks
     }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// EDD's drafter on the GPU: a one-layer CudaModel fed the target's states (EddProposer<CudaModel, CudaModel>)
+
+TEST_CASE("EddProposer with a CudaModel drafter proposes the CPU's logits, step after step", "[cuda][edd]") {
+    const int which = GENERATE(0, 1);
+    const Config tc = target_config(which, 4), dc = edd_drafter_config(tc);
+    const int V = tc.vocab_size, layer = edd_hidden_layer(tc);
+    const Weights tw = bf16_matrices(tc, random_weights(tc, 131 + which, model_scale(tc)));
+    const Weights dw = bf16_matrices(dc, edd_initial_weights(dc, tw, 141 + which, model_scale(dc)));
+    CAPTURE(which);
+    CpuModel cpu_target(tc, tw, kBf16Products), cpu_drafter(dc, dw, kBf16Products);
+    CudaContext ctx;
+    CudaModel gpu_target(tc, tw, ctx), gpu_drafter(dc, dw, ctx);
+    EddProposer cpu(cpu_target, cpu_drafter, layer);
+    EddProposer gpu(gpu_target, gpu_drafter, layer);
+
+    std::vector<int> text = tokens_of(13, V, which + 2);  // the last one is the pending root
+    const std::vector<int> prompt(text.begin(), text.end() - 1);
+    detail::prefill(cpu_target, prompt);
+    detail::prefill(gpu_target, prompt);
+    cpu.start(text);
+    gpu.start(text);
+    const auto propose = [&](const Tree& tree, const std::vector<int>& nodes) {
+        CHECK(normalized_error(copy_rows(gpu.propose(tree, nodes)), copy_rows(cpu.propose(tree, nodes))) < kModel);
+    };
+    for (int step = 0; step < 2; ++step) {
+        INFO("step " << step);
+        // The first call of a step carries the catch-up chain of the target's new states (the whole
+        // prompt's at step 0), the tree hanging from its end.
+        Tree tree;
+        tree.add_root(text.back());
+        propose(tree, {0});
+        for (int j = 0; j < 3; ++j) tree.add((text.back() + 5 * j + step + 1) % V, 0);
+        propose(tree, {1, 2, 3});
+        tree.add((7 * step + 3) % V, 2);
+        tree.add((7 * step + 4) % V, 3);
+        propose(tree, {4, 5});
+        const std::vector<int> path{0, 2, 4};
+        const int bonus = (11 * step + 2) % V;
+        cpu_target.forward(tree, 0);
+        cpu_target.commit(path);
+        gpu_target.forward(tree, 0);
+        gpu_target.commit(path);
+        const StepOutcome outcome{.tree = tree, .path = path, .next_root = bonus};
+        cpu.observe(outcome);
+        gpu.observe(outcome);
+        for (std::size_t i = 1; i < path.size(); ++i) text.push_back(tree[path[i]].token);
+        text.push_back(bonus);
+    }
+    CHECK(gpu.states_fed() == cpu.states_fed());
+    CHECK(gpu_drafter.cache_len() == cpu_drafter.cache_len());
+    CHECK(gpu.n_calls() == cpu.n_calls());
+}
+
+TEST_CASE("greedy EDD + PCT with a CudaModel drafter equals greedy decoding of the CudaModel target",
+          "[cuda][edd][generate]") {
+    const std::uint64_t seed = GENERATE(1u, 2u, 3u);
+    CAPTURE(seed);
+    const Config tc = [] {
+        Config c = test::tiny_config(true, 16);
+        c.num_hidden_layers = 4;
+        return c;
+    }();
+    const Config dc = edd_drafter_config(tc);
+    const Weights tw = bf16_matrices(tc, random_weights(tc, seed, 0.4f));
+    CudaContext ctx;
+    CudaModel target(tc, tw, ctx), drafter(dc, edd_initial_weights(dc, tw, seed + 50, 0.4f), ctx);
+    EddProposer proposer(target, drafter, edd_hidden_layer(tc));
+    const std::vector<int> prompt = tokens_of(6, tc.vocab_size, static_cast<int>(seed));
+    const GenerateOptions gen{.max_new_tokens = 40, .seed = seed};
+    const Generation plain = autoregressive_generate(target, prompt, gen);
+    PrunedCandidateTree pct{.expand_threshold = 0.05f};
+    TreeVerifier verifier;
+    GreedyMatch greedy;
+    const Generation spec = speculative_generate(target, proposer, pct, verifier, greedy, prompt, gen);
+    check_greedy_equal(tc, tw, prompt, plain.tokens, spec.tokens);
+    int rejected = 0;
+    for (const StepRecord& s : spec.steps) rejected += s.n_accepted < s.depth;
+    CHECK(rejected > 0);
+    CHECK(proposer.states_fed() > static_cast<int>(prompt.size()));
 }
 
 // ---------------------------------------------------------------------------------------------------
