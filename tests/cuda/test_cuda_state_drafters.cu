@@ -460,7 +460,7 @@ TEST_CASE("EddProposer with a CudaModel drafter proposes the CPU's logits, step 
     const Config tc = target_config(which, 4), dc = edd_drafter_config(tc);
     const int V = tc.vocab_size, layer = edd_hidden_layer(tc);
     const Weights tw = bf16_matrices(tc, random_weights(tc, 131 + which, model_scale(tc)));
-    const Weights dw = bf16_matrices(dc, edd_initial_weights(dc, tw, 141 + which, model_scale(dc)));
+    const Weights dw = bf16_matrices(dc, train::edd_initial_weights(dc, tw, 141 + which, model_scale(dc)));
     CAPTURE(which);
     CpuModel cpu_target(tc, tw, kBf16Products), cpu_drafter(dc, dw, kBf16Products);
     CudaContext ctx;
@@ -518,7 +518,7 @@ TEST_CASE("greedy EDD + PCT with a CudaModel drafter equals greedy decoding of t
     const Config dc = edd_drafter_config(tc);
     const Weights tw = bf16_matrices(tc, random_weights(tc, seed, 0.4f));
     CudaContext ctx;
-    CudaModel target(tc, tw, ctx), drafter(dc, edd_initial_weights(dc, tw, seed + 50, 0.4f), ctx);
+    CudaModel target(tc, tw, ctx), drafter(dc, train::edd_initial_weights(dc, tw, seed + 50, 0.4f), ctx);
     EddProposer proposer(target, drafter, edd_hidden_layer(tc));
     const std::vector<int> prompt = tokens_of(6, tc.vocab_size, static_cast<int>(seed));
     const GenerateOptions gen{.max_new_tokens = 40, .seed = seed};
