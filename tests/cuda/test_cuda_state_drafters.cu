@@ -102,6 +102,40 @@ FeatureCheckpoint drafter_of(const Kind& k, const Config& tc, const Weights& tw,
     return ck;
 }
 
+/// Two speculative steps in EAGLE-2's order, on a CPU and a GPU pair side by side: the root, then three
+/// children, then three grandchildren, each a new propose (`check(tree, nodes)` compares the proposers'
+/// rows); the targets verify and keep root -> 2 -> 5 (not the first nodes: the drafters' rows must
+/// move), and the bonus token becomes the next root. `text` ends with the pending root.
+template <class Check, class CpuTarget, class GpuTarget, class CpuProposer, class GpuProposer>
+void two_steps(std::vector<int>& text, int V, CpuTarget& cpu_target, GpuTarget& gpu_target, CpuProposer& cpu,
+               GpuProposer& gpu, Check&& check) {
+    for (int step = 0; step < 2; ++step) {
+        INFO("step " << step);
+        Tree tree;
+        tree.add_root(text.back());
+        check(tree, std::vector<int>{0});
+        for (int j = 0; j < 3; ++j) tree.add((text.back() + 5 * j + step + 1) % V, 0);
+        check(tree, std::vector<int>{1, 2, 3});
+        tree.add((7 * step + 3) % V, 2);
+        tree.add((7 * step + 4) % V, 2);
+        tree.add((7 * step + 5) % V, 3);
+        check(tree, std::vector<int>{4, 5, 6});
+        REQUIRE(gpu.n_calls() == cpu.n_calls());
+
+        const std::vector<int> path{0, 2, 5};
+        const int bonus = (11 * step + 2) % V;
+        cpu_target.forward(tree, 0);
+        cpu_target.commit(path);
+        gpu_target.forward(tree, 0);
+        gpu_target.commit(path);
+        const StepOutcome outcome{.tree = tree, .path = path, .next_root = bonus};
+        cpu.observe(outcome);
+        gpu.observe(outcome);
+        for (std::size_t i = 1; i < path.size(); ++i) text.push_back(tree[path[i]].token);
+        text.push_back(bonus);
+    }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------
@@ -366,34 +400,8 @@ TEST_CASE("FeatureProposer over CudaModel and CudaFeatureDrafter proposes the CP
         CHECK(normalized_error(copy_rows(gpu.node_features()), copy_rows(cpu.node_features())) < kModel);
     };
 
-    for (int step = 0; step < 2; ++step) {
-        INFO("step " << step);
-        // EAGLE-2's order: the root, then its children, then a grandchild level, each a new forward.
-        Tree tree;
-        tree.add_root(text.back());
-        propose(tree, {0});
-        for (int j = 0; j < 3; ++j) tree.add((text.back() + 5 * j + step + 1) % V, 0);
-        propose(tree, {1, 2, 3});
-        tree.add((7 * step + 3) % V, 2);
-        tree.add((7 * step + 4) % V, 2);
-        tree.add((7 * step + 5) % V, 3);
-        propose(tree, {4, 5, 6});
-        REQUIRE(gpu.n_calls() == 3 * (step + 1));
-
-        // The target verifies and keeps root -> 2 -> 5 (not the first nodes: the features must move),
-        // the bonus token becomes the root.
-        const std::vector<int> path{0, 2, 5};
-        const int bonus = (11 * step + 2) % V;
-        cpu_target.forward(tree, 0);
-        cpu_target.commit(path);
-        gpu_target.forward(tree, 0);
-        gpu_target.commit(path);
-        const StepOutcome outcome{.tree = tree, .path = path, .next_root = bonus};
-        cpu.observe(outcome);
-        gpu.observe(outcome);
-        for (std::size_t i = 1; i < path.size(); ++i) text.push_back(tree[path[i]].token);
-        text.push_back(bonus);
-    }
+    two_steps(text, V, cpu_target, gpu_target, cpu, gpu, propose);
+    CHECK(gpu.n_calls() == 6);
     // The last step's catch-up fed the accepted rows from the target's features, on both sides.
     CHECK(gpu.rows_fed() == cpu.rows_fed());
     CHECK(gpu_drafter.model.cache_len() == cpu_drafter.model.cache_len());
@@ -477,30 +485,9 @@ TEST_CASE("EddProposer with a CudaModel drafter proposes the CPU's logits, step 
     const auto propose = [&](const Tree& tree, const std::vector<int>& nodes) {
         CHECK(normalized_error(copy_rows(gpu.propose(tree, nodes)), copy_rows(cpu.propose(tree, nodes))) < kModel);
     };
-    for (int step = 0; step < 2; ++step) {
-        INFO("step " << step);
-        // The first call of a step carries the catch-up chain of the target's new states (the whole
-        // prompt's at step 0), the tree hanging from its end.
-        Tree tree;
-        tree.add_root(text.back());
-        propose(tree, {0});
-        for (int j = 0; j < 3; ++j) tree.add((text.back() + 5 * j + step + 1) % V, 0);
-        propose(tree, {1, 2, 3});
-        tree.add((7 * step + 3) % V, 2);
-        tree.add((7 * step + 4) % V, 3);
-        propose(tree, {4, 5});
-        const std::vector<int> path{0, 2, 4};
-        const int bonus = (11 * step + 2) % V;
-        cpu_target.forward(tree, 0);
-        cpu_target.commit(path);
-        gpu_target.forward(tree, 0);
-        gpu_target.commit(path);
-        const StepOutcome outcome{.tree = tree, .path = path, .next_root = bonus};
-        cpu.observe(outcome);
-        gpu.observe(outcome);
-        for (std::size_t i = 1; i < path.size(); ++i) text.push_back(tree[path[i]].token);
-        text.push_back(bonus);
-    }
+    // The first propose of a step carries the catch-up chain of the target's new states (the whole
+    // prompt's at step 0), the tree hanging from its end.
+    two_steps(text, V, cpu_target, gpu_target, cpu, gpu, propose);
     CHECK(gpu.states_fed() == cpu.states_fed());
     CHECK(gpu_drafter.cache_len() == cpu_drafter.cache_len());
     CHECK(gpu.n_calls() == cpu.n_calls());
