@@ -274,21 +274,15 @@ TEST_CASE("CudaModel's committed hidden states of two layers follow prefill, tre
         check_same("after a prefill chunk");
     }
 
-    const Tree tree = random_tree(14, cfg.vocab_size, 61 + which);
-    const std::vector<int> path = moving_path(tree);
-    both([&](auto& m) {
-        m.forward(tree, 0);
-        m.commit(path);
-    });
-    check_same("after the first tree's commit");
-
-    const Tree second = random_tree(11, cfg.vocab_size, 71 + which);
-    const std::vector<int> path2 = moving_path(second);
-    both([&](auto& m) {
-        m.forward(second, 0);
-        m.commit(path2);
-    });
-    check_same("after the second tree's commit");
+    for (const auto& [nodes, seed] : {std::pair{14, 61}, std::pair{11, 71}}) {  // two trees, each committing a moving path
+        const Tree tree = random_tree(nodes, cfg.vocab_size, seed + which);
+        const std::vector<int> path = moving_path(tree);
+        both([&](auto& m) {
+            m.forward(tree, 0);
+            m.commit(path);
+        });
+        check_same(nodes == 14 ? "after the first tree's commit" : "after the second tree's commit");
+    }
 
     // Back past the second tree's rows into the first's, then other tokens in their place.
     const int keep = static_cast<int>(prefix.size()) + 1;
