@@ -9,7 +9,8 @@
 //   tree         token trees      with the small drafter, taken by name from --methods-file
 //   mcsd                          (methods_scale.json): "tree small top2 2-2-1" (a deterministic top-2
 //                                 tree) and "MCSD small 4-2-2-1" (improved MCSD's draft-initialised
-//                                 k-config; at T = 0 its siblings are the drafter's top-k)
+//                                 k-config, its siblings drawn without replacement from the drafter's
+//                                 softmax as specdec_bench draws them at T = 0; greedy match verifies)
 //   cs-drafting  CS(small, MaG)   CS Drafting's vertical cascade: the small drafter reviewing Max-Gram
 //                                 (Review + Horizontal over a CudaModel, the entry's K-matrix)
 //   glide-cape   GLIDE + CAPE     the `glide` drafter as a CudaGlideModel reading the target's KV cache in
@@ -328,7 +329,7 @@ Loaded load_models(const Args& args, const std::vector<bench::MethodSpec>& entri
             return false;
         }
         if (cpu) m.cpu.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.cpu.target, cpu_opt);
-        about[name] = name + " (GLIDE, " + shape_of(shape) + (cross ? ", cross-attends the target's KV)" : ", no cross-attention)");
+        about[name] = name + " (GLIDE, " + shape_of(shape) + (cross ? ", target's KV)" : ", no cross-attention)");
         return true;
     };
     // EDD's drafter reads the target's states (its layer counted from the end): widened with it.
@@ -349,7 +350,7 @@ Loaded load_models(const Args& args, const std::vector<bench::MethodSpec>& entri
             m.cpu.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), cpu_edd_opt);
             m.cpu.edd_layers[name] = e.target_layer;
         }
-        about[name] = name + " (EDD, " + shape_of(e.config) + ", reads target layer " + std::to_string(e.target_layer) + ")";
+        about[name] = name + " (EDD, " + shape_of(e.config) + ", target layer " + std::to_string(e.target_layer) + ")";
         return true;
     };
     const auto load_feature = [&](const std::string& name) {
@@ -468,8 +469,8 @@ Loaded load_models(const Args& args, const std::vector<bench::MethodSpec>& entri
                          scale.c_str(), method.pct_threshold, name.c_str());
         }
         char t_text[96];
-        std::snprintf(t_text, sizeof t_text, "; PCT at s_d/s_t %.3g%s", method.pct_threshold,
-                      method.spec.pct.expand_threshold > 0.0f ? "" : " (GPU-measured)");
+        std::snprintf(t_text, sizeof t_text, ", s_d/s_t %.3g %s", method.pct_threshold,
+                      method.spec.pct.expand_threshold > 0.0f ? "given" : "measured");
         method.about += t_text;
     }
     return m;
@@ -565,7 +566,7 @@ Generation generate(const Method& method, Backend<Model, Feature, Glide>& b, std
         case MethodKind::kAutoregressive: return autoregressive_generate(*b.target, prompt, opts);
         case MethodKind::kChain:
             return with_proposer(b, s.drafter, [&](auto& p) { return greedy(*b.target, p, Chain{.gamma = s.gamma}, prompt, opts); });
-        case MethodKind::kTree:  // at T = 0 a sampled draw is the drafter's top-k (KAryTree)
+        case MethodKind::kTree:  // a sampled draw stays sampled at T = 0 (from the drafter's softmax), as in compose.hpp
             return with_proposer(b, s.drafter, [&](auto& p) {
                 return greedy(*b.target, p, KAryTree{.k_config = s.k_config, .draw = s.draw}, prompt, opts);
             });
@@ -766,10 +767,10 @@ std::string title(const Header& h) {
 void print_rows(const std::vector<Row>& rows) {
     for (const Row& r : rows)
         if (!r.error.empty())
-            std::printf("%-15s %-16s %-36s ERROR: %s\n", (r.target + (r.simulated ? " SIMULATED" : "")).c_str(),
+            std::printf("%-15s %-21s %-52s ERROR: %s\n", (r.target + (r.simulated ? " SIMULATED" : "")).c_str(),
                         r.method.c_str(), r.drafter.c_str(), r.error.c_str());
         else
-            std::printf("%-15s %-16s %-36s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
+            std::printf("%-15s %-21s %-52s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
                     (r.target + (r.simulated ? " SIMULATED" : "")).c_str(), r.method.c_str(),
                     r.drafter.c_str(), r.tau, tau_cpu_text(r).c_str(), r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms,
                     r.other_ms, same_text(r.verdict).c_str());
@@ -778,7 +779,7 @@ void print_rows(const std::vector<Row>& rows) {
 
 void print_header(const Header& h) {
     std::printf("%s\n\n", title(h).c_str());
-    std::printf("%-15s %-16s %-36s %6s %7s %8s %9s %8s %8s %9s %8s  %s\n", "target", "method", "drafter", "tau", "tau CPU", "ms/tok",
+    std::printf("%-15s %-21s %-52s %6s %7s %8s %9s %8s %8s %9s %8s  %s\n", "target", "method", "drafter", "tau", "tau CPU", "ms/tok",
                 "tok/s", "speedup", "draft ms", "verify ms", "other ms", "same");
     std::fflush(stdout);
 }
