@@ -111,7 +111,7 @@ constexpr const char* kUsage =
     "                       [--cpu-tau on|off]   (on: the demo target's compositions also run on the CPU, for their tau)\n";
 
 constexpr int kGamma = 4;           // chain 4 (vanilla SD)
-constexpr int kRowsPerForward = 64;   // rows per forward at least: EAGLE-2 60/6/10 verifies 60 nodes, prefill feeds 32
+constexpr int kRowsPerForward = 64;   // rows per forward at least: EAGLE-2 60/6/10 verifies 61 nodes, prefill feeds 32
 constexpr int kTreeMargin = 64;     // positions past prompt + max_new in the default --max-context
 constexpr float kTieTolerance = 2 * 3e-2f;  // of the largest |logit|: the CUDA suite's check_greedy_equal
 
