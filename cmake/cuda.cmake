@@ -73,6 +73,15 @@ if(SPECDEC_BUILD_EXAMPLES)
                  COMMAND bench_cuda_spec --gamma 3 WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
         set_tests_properties(bench_cuda_spec/rejects_an_unknown_option PROPERTIES LABELS cuda
             PASS_REGULAR_EXPRESSION "\\[specdec\\.bench\\] unknown argument '--gamma'.*usage: bench_cuda_spec")
+        add_test(NAME bench_cuda_spec/rejects_an_unknown_method
+                 COMMAND bench_cuda_spec --methods chain,medusa WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+        set_tests_properties(bench_cuda_spec/rejects_an_unknown_method PROPERTIES LABELS cuda
+            PASS_REGULAR_EXPRESSION "\\[specdec\\.bench\\] argument --methods = 'chain,medusa': 'medusa' is not a method of bench_cuda_spec; known: chain, tree, mcsd, cs-drafting, glide-cape, edd-pct, eagle2")
+        add_test(NAME bench_cuda_spec/rejects_a_methods_file_without_the_entry
+                 COMMAND bench_cuda_spec --methods tree --methods-file examples/bench/methods_glide.json
+                 WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
+        set_tests_properties(bench_cuda_spec/rejects_a_methods_file_without_the_entry PROPERTIES LABELS cuda
+            PASS_REGULAR_EXPRESSION "\\[specdec\\.bench\\] examples/bench/methods_glide.json: no entry named \"tree small top2 2-2-1\" \\(--methods tree runs it\\)")
         add_test(NAME bench_cuda_spec/rejects_a_missing_models_folder
                  COMMAND bench_cuda_spec --models no_such_folder WORKING_DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR})
         set_tests_properties(bench_cuda_spec/rejects_a_missing_models_folder PROPERTIES LABELS cuda

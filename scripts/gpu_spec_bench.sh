@@ -10,6 +10,8 @@
 # --target bench_cuda_spec`); where it is missing or does not start (another CUDA version), it is built here.
 # Writes to OUT_DIR: spec.csv and spec.md (the table), bench.log (table and progress), summary.txt (one line
 # per step with its exit code), env.txt (nvidia-smi). Exits with the benchmark's code: 2 = not lossless.
+# Every method at both targets with 2 timed passes (--repeats 2; a later --repeats in the flags wins): about
+# 2-3 minutes on an H200 by estimate, most of it the 7B-cost target's widening and its methods.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
@@ -33,7 +35,7 @@ if ! "$bin/bench_cuda_spec" --help > /dev/null 2>&1; then
         step build 300 build.log cmake --build "$bin" -j "$(nproc)" --target bench_cuda_spec
     [ -x "$bin/bench_cuda_spec" ] || { echo "$bin/bench_cuda_spec could not be built (build.log)" | tee -a "$out/summary.txt"; exit 1; }
 fi
-step bench 240 bench.log "$bin/bench_cuda_spec" --out "$out" "$@"
+step bench 240 bench.log "$bin/bench_cuda_spec" --repeats 2 --out "$out" "$@"
 rc=$?
 cat "$out/bench.log"
 cat "$out/summary.txt"

@@ -69,8 +69,8 @@ step train $(( train_seconds + 100 )) train.log "$bin/train_demo" eagle eagle_la
     cp "$models/eagle_gpu/train_log.json" "$models/eagle_gpu/loss.svg" "$out/"
 
 # The GPU-trained drafter reads the 7B-cost target only: at the demo target it is skipped with a note.
-step spec 150 spec.log "$bin/bench_cuda_spec" --models "$models" --target-scale demo,7b --eagle eagle,fspad,eagle_gpu \
-    --n-prompts 4 --max-new 48 --repeats 2 --out "$out/spec"
+step spec 150 spec.log "$bin/bench_cuda_spec" --models "$models" --target-scale demo,7b --methods chain,eagle2 \
+    --eagle eagle,fspad,eagle_gpu --n-prompts 4 --max-new 48 --repeats 2 --out "$out/spec"
 
 if python3 -c "import torch, safetensors" 2>/dev/null; then
     step golden 60 golden.log python3 scripts/make_eagle_golden.py tests/data/eagle_golden &&

@@ -2,12 +2,27 @@
 //
 // Teaches: what speculative decoding buys on a GPU, where a decode step is bound by reading the target's
 // weights. For each target (the demo target, and the demo target widened to 7B cost: docs/widening.md)
-// and each method, greedy generation with speculative_generate, target and drafters on one CudaContext:
+// and each method, greedy generation with speculative_generate, target and drafters on one CudaContext
+// (--methods names a subset; the baseline always runs):
 //   autoregressive                the baseline: one target forward per token
-//   chain 4                       the `small` Llama drafter as a CudaModel (ModelProposer, Chain of 4)
-//   EAGLE-2 60/6/10               each feature drafter named by --eagle (CudaFeatureDrafter behind
+//   chain        chain 4          the `small` Llama drafter as a CudaModel (ModelProposer, Chain of 4)
+//   tree         token trees      with the small drafter, taken by name from --methods-file
+//   mcsd                          (methods_scale.json): "tree small top2 2-2-1" (a deterministic top-2
+//                                 tree) and "MCSD small 4-2-2-1" (improved MCSD's draft-initialised
+//                                 k-config, its siblings drawn without replacement from the drafter's
+//                                 softmax as specdec_bench draws them at T = 0; greedy match verifies)
+//   cs-drafting  CS(small, MaG)   CS Drafting's vertical cascade: the small drafter reviewing Max-Gram
+//                                 (Review + Horizontal over a CudaModel, the entry's K-matrix)
+//   glide-cape   GLIDE + CAPE     the `glide` drafter as a CudaGlideModel reading the target's KV cache in
+//                                 place (ModelProposer), CAPE's confidence-sized candidates (ExpandedChain)
+//   edd-pct      EDD + PCT        the `edd` drafter as a one-layer CudaModel fed the target's states
+//                                 (EddProposer), PCT's tree at s_d/s_t measured on the GPU beside that
+//                                 target (compose.hpp's measured_cost_ratio); the CPU run takes the same
+//   eagle2       EAGLE-2 60/6/10  each feature drafter named by --eagle (CudaFeatureDrafter behind
 //                                 FeatureProposer, Eagle2Tree): EAGLE's (FC connector) or FSPAD's
 //                                 (Feature Sampler + PAD), by what its folder holds
+// On the widened target the drafters that read its internals (GLIDE, EDD, EAGLE, FSPAD) are widened with
+// it as specdec_bench widens them (compose.hpp's widen_with_target); token drafters run unchanged.
 // Reported per (target, method): τ, ms per token, tokens/s, the speedup over autoregressive decoding of
 // the same target in the same run, the loop's time split per step (drafting; the target's verification;
 // acceptance and commit), and `same`: how many outputs equal the autoregressive one. Greedy decoding must
@@ -29,8 +44,9 @@
 // each generation between two cudaDeviceSynchronize calls, host wall time.
 //
 // Run from the repository root:
-//   build/bench_cuda_spec [--target-scale demo,7b] [--eagle eagle,fspad] [--n-prompts 8] [--max-new 64]
-//                         [--repeats 3] [--graphs on|off] [--max-context N] [--cpu-tau on|off] [--out DIR]
+//   build/bench_cuda_spec [--target-scale demo,7b] [--methods chain,tree,...] [--eagle eagle,fspad]
+//                         [--n-prompts 8] [--max-new 64] [--repeats 3] [--graphs on|off] [--max-context N]
+//                         [--cpu-tau on|off] [--methods-file FILE] [--out DIR]
 // or on a GPU machine: bash scripts/gpu_spec_bench.sh OUT_DIR (builds it there when no binary is carried).
 // Prints: the GPU, the CUDA version and one table row per (target, method) on stdout; progress with an
 // ETA on stderr; with --out, spec.csv and spec.md (the same table) under DIR. Exits 0; 1 on an error (a
@@ -49,8 +65,10 @@
 #include <vector>
 
 #include "detail/cuda/feature_drafter.cuh"
+#include "detail/cuda/glide.cuh"
 #include "detail/cuda/model.cuh"
 #include "harness.hpp"  // prompts and tokenizer as specdec_bench reads them; drafters widened with the target
+#include "methods.hpp"  // the entries of --methods-file, parsed
 #include "specdec.hpp"
 
 using namespace specdec;
@@ -67,6 +85,8 @@ struct Args {
     std::vector<std::string> targets{"demo", "7b"};   // demo = the trained target; else a widen_preset name
     std::vector<std::string> eagle{"eagle", "fspad"}; // feature-drafter folders under --models
     std::string small = "small";                      // the chain's Llama drafter folder
+    std::vector<std::string> methods;                 // --methods names (kChoices); empty: all
+    fs::path methods_file = "examples/bench/methods_scale.json";  // the entries the choices take by name
     int n_prompts = 8;
     int max_new = 64;
     int repeats = 3;                                  // timed passes after the warm-up pass
@@ -80,6 +100,10 @@ struct Args {
 constexpr const char* kUsage =
     "usage: bench_cuda_spec [--target-scale demo,7b]   (demo: the trained target; 110m, 1b, 7b: widened to that cost,\n"
     "                        a simulation: the demo target's outputs at that model's cost)\n"
+    "                       [--methods chain,tree,mcsd,cs-drafting,glide-cape,edd-pct,eagle2]   (default: all;\n"
+    "                        autoregressive, the baseline, always runs)\n"
+    "                       [--methods-file examples/bench/methods_scale.json]   (the entries tree, mcsd, cs-drafting,\n"
+    "                        glide-cape and edd-pct take by name)\n"
     "                       [--eagle eagle,fspad]   (feature-drafter folders under --models: EAGLE-2 60/6/10 with each)\n"
     "                       [--small small]   (the Llama drafter of chain 4)\n"
     "                       [--models DIR] [--prompts FILE] [--split all|val|test] [--n-prompts 8] [--max-new 64]\n"
@@ -87,9 +111,35 @@ constexpr const char* kUsage =
     "                       [--cpu-tau on|off]   (on: the demo target's compositions also run on the CPU, for their tau)\n";
 
 constexpr int kGamma = 4;           // chain 4 (vanilla SD)
-constexpr int kRowsPerForward = 64;   // rows per forward: EAGLE-2 60/6/10 verifies 61 nodes, prefill feeds 32
+constexpr int kRowsPerForward = 64;   // rows per forward at least: EAGLE-2 60/6/10 verifies 61 nodes, prefill feeds 32
 constexpr int kTreeMargin = 64;     // positions past prompt + max_new in the default --max-context
 constexpr float kTieTolerance = 2 * 3e-2f;  // of the largest |logit|: the CUDA suite's check_greedy_equal
+
+/// What --methods may name: the built-in compositions (entry null) and the --methods-file entries the
+/// others take by name. The file's names have commas and spaces, so the command line uses these keys.
+struct Choice {
+    const char* key;
+    const char* entry;
+};
+constexpr Choice kChoices[] = {
+    {"chain", nullptr},                        // chain 4 with --small
+    {"tree", "tree small top2 2-2-1"},         // a deterministic top-k tree
+    {"mcsd", "MCSD small 4-2-2-1"},            // improved MCSD's draft-initialised k-config
+    {"cs-drafting", "CS(small, MaG)"},         // CS Drafting's vertical cascade
+    {"glide-cape", "GLIDE + CAPE"},
+    {"edd-pct", "EDD + PCT"},
+    {"eagle2", nullptr},                       // EAGLE-2 60/6/10 with each --eagle folder
+};
+
+std::string choice_keys() {
+    std::string s;
+    for (const Choice& c : kChoices) s += (s.empty() ? "" : ", ") + std::string(c.key);
+    return s;
+}
+
+bool chosen(const Args& a, const std::string& key) {
+    return a.methods.empty() || std::find(a.methods.begin(), a.methods.end(), key) != a.methods.end();
+}
 
 std::vector<std::string> to_list(const std::string& flag, const std::string& v) {
     std::vector<std::string> out;
@@ -118,6 +168,17 @@ Args parse_args(int argc, char** argv) {
         else if (flag == "--out") a.out = v;
         else if (flag == "--small") a.small = v;
         else if (flag == "--eagle") a.eagle = to_list(flag, v);
+        else if (flag == "--methods-file") a.methods_file = v;
+        else if (flag == "--methods") {
+            a.methods = to_list(flag, v);
+            for (const std::string& name : a.methods) {
+                const bool known = name == "autoregressive" ||
+                                   std::any_of(std::begin(kChoices), std::end(kChoices), [&](const Choice& c) { return name == c.key; });
+                if (!known)
+                    detail::fail("bench", "argument --methods = '" + v + "': '" + name + "' is not a method of bench_cuda_spec; known: " +
+                                              choice_keys() + " (autoregressive, the baseline, always runs)");
+            }
+        }
         else if (flag == "--n-prompts") a.n_prompts = to_int(flag, v, 1);
         else if (flag == "--max-new") a.max_new = to_int(flag, v, 1);
         else if (flag == "--repeats") a.repeats = to_int(flag, v, 1);
@@ -149,37 +210,66 @@ Args parse_args(int argc, char** argv) {
 
 // ---- the models of one target, all on the GPU ----------------------------------------------------------
 
-enum class Kind { kAutoregressive, kChain, kEagle2 };
-
+/// One row of the table: a composition and the drafter it reads.
 struct Method {
-    Kind kind;
-    std::string name;     // the method column
-    std::string drafter;  // its folder under --models ("" for autoregressive)
-    std::string about;    // the drafter column
+    bench::MethodSpec spec;   // its policies: the kind, the drafter folders, the tree's parameters; the name column
+    std::string about;        // the drafter column
+    float pct_threshold = 0;  // kPct: s_d/s_t measured on the GPU beside this target; the CPU run takes it too
 };
 
-/// The models of one target on one backend.
-template <class Model, class Feature>
+/// The drafter folders a method reads, for messages ("small + maxgram").
+std::string drafter_label(const bench::MethodSpec& s) {
+    if (s.drafters.empty()) return s.drafter;
+    std::string out;
+    for (const std::string& d : s.drafters) out += (out.empty() ? "" : " + ") + d;
+    return out;
+}
+
+/// The models of one target on one backend. Members are destroyed in reverse order: the drafters that
+/// read the target (GLIDE keeps a pointer to it) go before it.
+template <class Model, class Feature, class Glide>
 struct Backend {
     std::unique_ptr<Model> target;
-    std::unique_ptr<Model> small;  // chain 4's drafter
+    std::map<std::string, std::unique_ptr<Model>> llamas;    // token drafters: chain 4, the trees, the cascade's
+    std::map<std::string, std::unique_ptr<Glide>> glides;    // GLIDE drafters (read the target's KV cache)
+    std::map<std::string, std::unique_ptr<Model>> edds;      // EDD drafters (read the target's states)
+    std::map<std::string, int> edd_layers;                   // the target layer each EDD drafter reads
     std::map<std::string, std::unique_ptr<Feature>> features;
+    std::shared_ptr<const Bigram> bigram;                    // Max-Gram's table, when a cascade runs
 };
+
+using GpuBackend = Backend<CudaModel, CudaFeatureDrafter, CudaGlideModel>;
+using CpuBackend = Backend<CpuModel, FeatureDrafter, GlideModel<CpuModel>>;
 
 struct Loaded {
-    std::string scale;                            // "demo" or a widen_preset name
-    bool simulated = false;                       // a widened target: the demo target's outputs at another model's cost
-    std::string cost;                             // the cost column
-    Backend<CudaModel, CudaFeatureDrafter> gpu;   // what is timed
-    Backend<CpuModel, FeatureDrafter> cpu;        // the demo target with --cpu-tau: the reference's τ
-    std::vector<Method> methods;                  // autoregressive first
+    std::string scale;     // "demo" or a widen_preset name
+    bool simulated = false;  // a widened target: the demo target's outputs at another model's cost
+    std::string cost;      // the cost column
+    GpuBackend gpu;        // what is timed
+    CpuBackend cpu;        // the demo target with --cpu-tau: the reference's τ
+    std::vector<Method> methods;  // autoregressive first
 };
 
-/// The target at `scale` and the drafters the methods read, each CudaModel holding `positions` tokens.
-/// Folders that are missing, or that cannot read this target, are skipped with a note on stderr.
-Loaded load_models(const Args& args, const std::string& scale, int positions, CudaContext& ctx, ThreadPool& pool) {
-    const CudaModelOptions opt{.max_tree_nodes = kRowsPerForward, .max_context = positions,
-                               .graphs = args.graphs ? CudaGraphs::kOn : CudaGraphs::kOff};
+/// Rows one forward may hold: a verification holds the root and the drafts; a drafter's forward holds
+/// its catch-up chain (the accepted path and the bonus, no longer than the drafts plus one) and the tree.
+int rows_per_forward(const std::vector<bench::MethodSpec>& entries) {
+    long widest = 0;
+    for (const bench::MethodSpec& s : entries) widest = std::max(widest, bench::draft_nodes(s));
+    return static_cast<int>(std::max<long>(kRowsPerForward, 2 * widest + 2));
+}
+
+std::string shape_of(const Config& c) {
+    return std::to_string(c.num_hidden_layers) + " x " + std::to_string(c.hidden_size);
+}
+
+/// The target at `scale` and the drafters the chosen methods read, each CUDA model holding `positions`
+/// tokens and `rows` rows per forward (EDD's drafter `longest` more: the whole prompt's states arrive in its
+/// first forward). Folders that are missing, or that cannot read this target, are skipped with a note on stderr.
+Loaded load_models(const Args& args, const std::vector<bench::MethodSpec>& entries, const std::string& scale, int positions,
+                   int rows, int longest, CudaContext& ctx, ThreadPool& pool) {
+    const CudaGraphs graphs = args.graphs ? CudaGraphs::kOn : CudaGraphs::kOff;
+    const CudaModelOptions opt{.max_tree_nodes = rows, .max_context = positions, .graphs = graphs};
+    const CudaModelOptions edd_opt{.max_tree_nodes = rows + longest, .max_context = positions, .graphs = graphs};
     const fs::path& dir = args.models;
     Loaded m;
     m.scale = scale;
@@ -201,32 +291,71 @@ Loaded load_models(const Args& args, const std::string& scale, int positions, Cu
                  t.config.num_hidden_layers, t.config.hidden_size);
     m.gpu.target = std::make_unique<CudaModel>(t.config, t.weights, ctx, opt);
     const bool cpu = args.cpu_tau && !m.simulated;
-    const ModelOptions cpu_opt{.pool = &pool};  // 256 rows: its feature drafter appends a whole prompt at once
+    // At least 256 rows: the CPU feature drafter appends a whole prompt at once.
+    const ModelOptions cpu_opt{.max_tree_nodes = std::max(256, rows), .pool = &pool};
+    const ModelOptions cpu_edd_opt{.max_tree_nodes = std::max(256, rows + longest), .pool = &pool};
     if (cpu) m.cpu.target = std::make_unique<CpuModel>(t.config, t.weights, cpu_opt);
-    m.methods.push_back({Kind::kAutoregressive, "autoregressive", "", "- (the baseline)"});
+    bench::MethodSpec baseline;
+    baseline.name = "autoregressive";
+    m.methods.push_back({baseline, "- (the baseline)"});
+    std::map<std::string, std::string> about;  // folder -> what it holds, for the drafter column
 
-    if (fs::exists(dir / args.small / "config.json")) {
-        Checkpoint s = load_checkpoint(dir / args.small);  // reads tokens only: never widened
+    // A Llama drafter reads tokens only: never widened.
+    const auto load_llama = [&](const std::string& name, const std::string& method) {
+        if (m.gpu.llamas.count(name)) return true;
+        Checkpoint s = load_checkpoint(dir / name);
         detail::require(s.config.vocab_size == t.config.vocab_size, "bench", [&] {
-            return (dir / args.small).string() + ": vocab_size " + std::to_string(s.config.vocab_size) +
-                   " differs from the target's " + std::to_string(t.config.vocab_size) + " (chain " +
-                   std::to_string(kGamma) + " needs the target's vocabulary)";
+            return (dir / name).string() + ": vocab_size " + std::to_string(s.config.vocab_size) + " differs from the target's " +
+                   std::to_string(t.config.vocab_size) + " (" + method + " needs the target's vocabulary)";
         });
-        m.gpu.small = std::make_unique<CudaModel>(s.config, s.weights, ctx, opt);
-        if (cpu) m.cpu.small = std::make_unique<CpuModel>(s.config, s.weights, cpu_opt);
-        m.methods.push_back({Kind::kChain, "chain " + std::to_string(kGamma), args.small,
-                             args.small + " (Llama, " + std::to_string(s.config.num_hidden_layers) + " x " +
-                                 std::to_string(s.config.hidden_size) + ")"});
-    } else {
-        std::fprintf(stderr, "[bench] note: %s has no model, chain %d skipped\n", (dir / args.small).c_str(), kGamma);
-    }
-
-    for (const std::string& name : args.eagle) {
-        const fs::path f_dir = dir / name;
-        if (!fs::exists(f_dir / "config.json")) {
-            std::fprintf(stderr, "[bench] note: %s has no model, EAGLE-2 with '%s' skipped\n", f_dir.c_str(), name.c_str());
-            continue;
+        m.gpu.llamas[name] = std::make_unique<CudaModel>(s.config, s.weights, ctx, opt);
+        if (cpu) m.cpu.llamas[name] = std::make_unique<CpuModel>(s.config, s.weights, cpu_opt);
+        about[name] = name + " (Llama, " + shape_of(s.config) + ")";
+        return true;
+    };
+    // GLIDE's drafter reads the target's KV cache: widened with it (harness.hpp's load_models).
+    const auto load_glide = [&](const std::string& name) {
+        if (m.gpu.glides.count(name)) return true;
+        GlideCheckpoint g = load_glide_checkpoint(dir / name);
+        if (m.simulated) g = bench::widen_with_target(std::move(g), trained, t.config);
+        const Config shape = g.config.draft;
+        const bool cross = g.config.glide_cross_attention;
+        try {
+            m.gpu.glides[name] = std::make_unique<CudaGlideModel>(g.config, g.weights, *m.gpu.target, ctx,
+                                                                  CudaGlideOptions{.max_tree_nodes = rows, .max_context = positions});
+        } catch (const error& e) {  // trained for another target
+            std::fprintf(stderr, "[bench] note: %s cannot read the %s target, skipped there: %s\n", (dir / name).c_str(),
+                         scale.c_str(), e.what());
+            return false;
         }
+        if (cpu) m.cpu.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.cpu.target, cpu_opt);
+        about[name] = name + " (GLIDE, " + shape_of(shape) + (cross ? ", target's KV)" : ", no cross-attention)");
+        return true;
+    };
+    // EDD's drafter reads the target's states (its layer counted from the end): widened with it.
+    const auto load_edd = [&](const std::string& name) {
+        if (m.gpu.edds.count(name)) return true;
+        EddCheckpoint e = load_edd_checkpoint(dir / name);
+        if (m.simulated) e = bench::widen_with_target(std::move(e), trained, t.config);
+        try {
+            check_edd_pair(e.config, e.target_layer, t.config);
+        } catch (const error& err) {
+            std::fprintf(stderr, "[bench] note: %s cannot read the %s target, skipped there: %s\n", (dir / name).c_str(),
+                         scale.c_str(), err.what());
+            return false;
+        }
+        m.gpu.edds[name] = std::make_unique<CudaModel>(e.config, e.weights, ctx, edd_opt);
+        m.gpu.edd_layers[name] = e.target_layer;
+        if (cpu) {
+            m.cpu.edds[name] = std::make_unique<CpuModel>(e.config, std::move(e.weights), cpu_edd_opt);
+            m.cpu.edd_layers[name] = e.target_layer;
+        }
+        about[name] = name + " (EDD, " + shape_of(e.config) + ", target layer " + std::to_string(e.target_layer) + ")";
+        return true;
+    };
+    const auto load_feature = [&](const std::string& name) {
+        if (m.gpu.features.count(name)) return true;
+        const fs::path f_dir = dir / name;
         FeatureCheckpoint f;
         if (is_eagle_layout(f_dir)) {
             // EAGLE-1/2's folder reads the target's embedding and head as trained; specdec_bench widens only
@@ -234,7 +363,7 @@ Loaded load_models(const Args& args, const std::string& scale, int positions, Cu
             if (m.simulated) {
                 std::fprintf(stderr, "[bench] note: %s is in EAGLE's layout, which is not widened with the target: skipped at %s\n",
                              f_dir.c_str(), scale.c_str());
-                continue;
+                return false;
             }
             f = load_eagle_layout(f_dir, t.config, t.weights);
         } else {
@@ -245,20 +374,129 @@ Loaded load_models(const Args& args, const std::string& scale, int positions, Cu
             } catch (const error& e) {  // trained for another target (a drafter trained at 7B cost, at the demo's)
                 std::fprintf(stderr, "[bench] note: %s cannot read the %s target, skipped there: %s\n", f_dir.c_str(),
                              scale.c_str(), e.what());
-                continue;
+                return false;
             }
         }
         const bool eagle = f.connector == Connector::kFc && !f.config.partial_alignment;
         m.gpu.features[name] = std::make_unique<CudaFeatureDrafter>(f, ctx, opt);
         if (cpu) m.cpu.features[name] = std::make_unique<FeatureDrafter>(std::move(f), cpu_opt);
-        m.methods.push_back({Kind::kEagle2, "EAGLE-2 60/6/10", name,
-                             name + (eagle ? " (EAGLE: FC connector)" : " (FSPAD: Feature Sampler + PAD)")});
+        about[name] = name + (eagle ? " (EAGLE: FC connector)" : " (FSPAD: Feature Sampler + PAD)");
+        return true;
+    };
+    // A folder's kind from its config.json, as harness.hpp's load_models tells them apart.
+    const auto load_drafter = [&](const std::string& name, const std::string& method) {
+        const fs::path config = dir / name / "config.json";
+        if (!fs::exists(config)) {
+            std::fprintf(stderr, "[bench] note: %s has no model, %s skipped\n", (dir / name).c_str(), method.c_str());
+            return false;
+        }
+        const json::Value cfg = json::parse(detail::read_text_file(config, "bench"), config.string());
+        const json::Value* type = cfg.find("model_type");
+        const std::string kind = type != nullptr && type->is_string() ? type->as_string() : "";
+        if (kind == "edd") return load_edd(name);
+        if (kind == "eagle" || kind == "fspad" || is_eagle_layout(dir / name)) return load_feature(name);
+        if (cfg.find("glide_cross_attention") != nullptr) return load_glide(name);
+        return load_llama(name, method);
+    };
+
+    if (chosen(args, "chain") && load_drafter(args.small, "chain " + std::to_string(kGamma))) {
+        bench::MethodSpec chain;
+        chain.name = "chain " + std::to_string(kGamma);
+        chain.kind = bench::MethodKind::kChain;
+        chain.drafter = args.small;
+        chain.gamma = kGamma;
+        m.methods.push_back({chain, about.at(args.small)});
     }
-    // The feature drafters read the target's final states, which it then copies out of every forward. It
-    // keeps them for every method, so all run the same target (and no graph is recaptured mid-run).
+    for (const bench::MethodSpec& s : entries) {
+        bool ready = true;
+        for (const std::string& name : bench::drafter_names(s)) ready = ready && load_drafter(name, "'" + s.name + "'");
+        if (ready && s.kind == bench::MethodKind::kCascade) {
+            for (const std::string& name : bench::drafter_names(s))
+                detail::require(m.gpu.llamas.count(name) > 0, "bench", [&] {
+                    return args.methods_file.string() + ": '" + s.name + "' reviews with '" + name +
+                           "', which is not a Llama drafter (a cascade's drafters draft from tokens)";
+                });
+            if (!fs::exists(dir / "bigram.json")) {
+                std::fprintf(stderr, "[bench] note: %s is missing (Max-Gram's table), '%s' skipped\n",
+                             (dir / "bigram.json").c_str(), s.name.c_str());
+                ready = false;
+            } else if (!m.gpu.bigram) {
+                m.gpu.bigram = std::make_shared<const Bigram>(Bigram::load(dir / "bigram.json", t.config.vocab_size));
+                m.cpu.bigram = m.gpu.bigram;
+            }
+        }
+        if (!ready) continue;
+        std::string text;
+        for (const std::string& name : bench::drafter_names(s)) text += (text.empty() ? "" : " + ") + about.at(name);
+        if (s.kind == bench::MethodKind::kCascade) text += " + Max-Gram";
+        m.methods.push_back({s, text});
+    }
+    if (chosen(args, "eagle2"))
+        for (const std::string& name : args.eagle) {
+            if (!fs::exists(dir / name / "config.json")) {
+                std::fprintf(stderr, "[bench] note: %s has no model, EAGLE-2 with '%s' skipped\n", (dir / name).c_str(), name.c_str());
+                continue;
+            }
+            if (!load_feature(name)) continue;
+            bench::MethodSpec e;
+            e.name = "EAGLE-2 60/6/10";
+            e.kind = bench::MethodKind::kEagle2;
+            e.drafter = name;
+            e.eagle2 = Eagle2Tree{};
+            m.methods.push_back({e, about.at(name)});
+        }
+    // The drafters that read the target's states (features: its final layer; EDD: its own) make it copy them
+    // out of every forward. It keeps them for every method, so all run the same target (and no graph is
+    // recaptured mid-run).
     if (!m.gpu.features.empty()) m.gpu.target->add_hidden_layer(t.config.num_hidden_layers);
+    for (const auto& [name, layer] : m.gpu.edd_layers) m.gpu.target->add_hidden_layer(layer);
     SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
+
+    // PCT's threshold s_d/s_t (edd-pct.txt Eq. 5) measured here, on this GPU beside this target: at a widened
+    // target the widened models' ratio. The CPU's τ run takes the same threshold, so both prune alike.
+    for (Method& method : m.methods) {
+        if (method.spec.kind != bench::MethodKind::kPct) continue;
+        method.pct_threshold = method.spec.pct.expand_threshold;
+        if (method.pct_threshold <= 0.0f) {
+            const std::string& name = method.spec.drafter;
+            const auto ratio = [&](auto& drafter) { return static_cast<float>(bench::measured_cost_ratio(*m.gpu.target, drafter)); };
+            if (auto e = m.gpu.edds.find(name); e != m.gpu.edds.end()) method.pct_threshold = ratio(*e->second);
+            else if (auto g = m.gpu.glides.find(name); g != m.gpu.glides.end()) method.pct_threshold = ratio(*g->second);
+            else if (auto l = m.gpu.llamas.find(name); l != m.gpu.llamas.end()) method.pct_threshold = ratio(*l->second);
+            else detail::fail("bench", "'" + method.spec.name + "': PCT's s_d/s_t is measured for EDD, GLIDE and Llama drafters; '" +
+                                           name + "' is a feature drafter (hint: give the entry an expand_threshold)");
+            std::fprintf(stderr, "[bench] %s: PCT s_d/s_t = %.4f for %s beside the target, measured on this GPU\n",
+                         scale.c_str(), method.pct_threshold, name.c_str());
+        }
+        char t_text[96];
+        std::snprintf(t_text, sizeof t_text, ", s_d/s_t %.3g %s", method.pct_threshold,
+                      method.spec.pct.expand_threshold > 0.0f ? "given" : "measured");
+        method.about += t_text;
+    }
     return m;
+}
+
+/// --methods-file's entries that the chosen --methods name, in kChoices' order; checked before the GPU is touched.
+std::vector<bench::MethodSpec> chosen_entries(const Args& args) {
+    std::vector<bench::MethodSpec> out;
+    std::vector<bench::MethodSpec> file;
+    for (const Choice& c : kChoices) {
+        if (c.entry == nullptr || !chosen(args, c.key)) continue;
+        if (file.empty()) file = bench::load_methods(args.methods_file);
+        const auto it = std::find_if(file.begin(), file.end(), [&](const bench::MethodSpec& s) { return s.name == c.entry; });
+        if (it == file.end())
+            detail::fail("bench", args.methods_file.string() + ": no entry named \"" + c.entry + "\" (--methods " + c.key +
+                                      " runs it); hint: --methods-file names a file that has it, or --methods leaves it out");
+        using bench::MethodKind;
+        const MethodKind k = it->kind;
+        if (k != MethodKind::kChain && k != MethodKind::kTree && k != MethodKind::kExpanded && k != MethodKind::kPct &&
+            k != MethodKind::kEagle2 && k != MethodKind::kCascade)
+            detail::fail("bench", args.methods_file.string() + ": entry \"" + it->name + "\" is a " + bench::method_name(k) +
+                                      " method; bench_cuda_spec runs chain, tree, expanded, pct, eagle2 and cascade entries "
+                                      "(greedy, lossless)");
+        out.push_back(*it);
+    }
+    return out;
 }
 
 // ---- one generation ----------------------------------------------------------------------------------
@@ -270,20 +508,83 @@ Generation greedy(Model& target, P& proposer, B builder, std::span<const int> pr
     return speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
 }
 
-template <class Model, class Feature>
-Generation generate(const Method& method, Backend<Model, Feature>& m, std::span<const int> prompt, const GenerateOptions& opts) {
-    switch (method.kind) {
-        case Kind::kAutoregressive: return autoregressive_generate(*m.target, prompt, opts);
-        case Kind::kChain: {
-            ModelProposer proposer(*m.small);
-            return greedy(*m.target, proposer, Chain{.gamma = kGamma}, prompt, opts);
-        }
-        case Kind::kEagle2: {
-            FeatureProposer<Model, Feature> proposer(*m.target, *m.features.at(method.drafter));
-            return greedy(*m.target, proposer, Eagle2Tree{}, prompt, opts);
-        }
+/// Calls f with a proposer over the named drafter, whichever kind it is (compose.hpp's with_proposer on
+/// either backend): EDD's fed the target's states, EAGLE's / FSPAD's fed its features, a GLIDE or Llama
+/// drafter drafting on its own.
+template <class Model, class Feature, class Glide, class F>
+Generation with_proposer(Backend<Model, Feature, Glide>& b, const std::string& name, F&& f) {
+    if (auto it = b.edds.find(name); it != b.edds.end()) {
+        EddProposer<Model, Model> proposer(*b.target, *it->second, b.edd_layers.at(name));
+        return f(proposer);
     }
-    detail::fail("bench", "unhandled method kind");
+    if (auto it = b.features.find(name); it != b.features.end()) {
+        FeatureProposer<Model, Feature> proposer(*b.target, *it->second);
+        return f(proposer);
+    }
+    if (auto it = b.glides.find(name); it != b.glides.end()) {
+        ModelProposer proposer(*it->second);
+        return f(proposer);
+    }
+    ModelProposer proposer(*b.llamas.at(name));
+    return f(proposer);
+}
+
+/// CS Drafting's vertical cascade (Chen et al. 2024, Algorithm 1) as compose.hpp's run_cascade builds it:
+/// row r of the K-matrix holds the budgets of drafters r..n-1 where drafter r-1 reviews (row 0: the
+/// target); Max-Gram proposes 10 tokens per call (App. B); lenience only between two neural drafters.
+template <class Model, class Feature, class Glide>
+Generation cascade(const bench::MethodSpec& s, Backend<Model, Feature, Glide>& b, std::span<const int> prompt,
+                   const GenerateOptions& opts) {
+    const KMatrix K{s.k_matrix};
+    MaxGram mag(*b.bigram);
+    Model& d1 = *b.llamas.at(s.drafters[0]);
+    const auto top_level = [&](auto& top) {
+        if (s.children > 0)
+            return greedy(*b.target, top, ExpandedChain{.gamma = K.row_sum(0), .sizes = s.sizes, .max_drafts = s.max_drafts},
+                          prompt, opts);
+        return greedy(*b.target, top, Chain{.gamma = K.row_sum(0)}, prompt, opts);
+    };
+    if (s.drafters.size() == 2) {  // target <- d1 <- Max-Gram
+        Review l1(d1, mag, {.budget = K.k[1][1]});
+        Horizontal top(K.row(0), l1, mag);
+        return top_level(top);
+    }
+    Model& d2 = *b.llamas.at(s.drafters[1]);  // target <- d1 <- d2 <- Max-Gram
+    Review l2(d2, mag, {.budget = K.k[2][2]});
+    Horizontal below_d1(K.row(1), l2, mag);
+    Review l1(d1, below_d1, {.budget = K.row_sum(1), .lenience = {s.lenience}});
+    Horizontal top(K.row(0), l1, l2, mag);
+    return top_level(top);
+}
+
+template <class Model, class Feature, class Glide>
+Generation generate(const Method& method, Backend<Model, Feature, Glide>& b, std::span<const int> prompt,
+                    const GenerateOptions& opts) {
+    const bench::MethodSpec& s = method.spec;
+    using bench::MethodKind;
+    switch (s.kind) {
+        case MethodKind::kAutoregressive: return autoregressive_generate(*b.target, prompt, opts);
+        case MethodKind::kChain:
+            return with_proposer(b, s.drafter, [&](auto& p) { return greedy(*b.target, p, Chain{.gamma = s.gamma}, prompt, opts); });
+        case MethodKind::kTree:  // a sampled draw stays sampled at T = 0 (from the drafter's softmax), as in compose.hpp
+            return with_proposer(b, s.drafter, [&](auto& p) {
+                return greedy(*b.target, p, KAryTree{.k_config = s.k_config, .draw = s.draw}, prompt, opts);
+            });
+        case MethodKind::kExpanded:  // CAPE (GLIDE §4.2) or a fixed number of extra candidates
+            return with_proposer(b, s.drafter, [&](auto& p) {
+                return greedy(*b.target, p, ExpandedChain{.gamma = s.gamma, .sizes = s.sizes, .max_drafts = s.max_drafts}, prompt, opts);
+            });
+        case MethodKind::kPct: {  // EDD's pruned candidate tree (edd-pct.txt §3.2)
+            PrunedCandidateTree pct = s.pct;
+            pct.expand_threshold = method.pct_threshold;
+            return with_proposer(b, s.drafter, [&](auto& p) { return greedy(*b.target, p, pct, prompt, opts); });
+        }
+        case MethodKind::kEagle2:
+            return with_proposer(b, s.drafter, [&](auto& p) { return greedy(*b.target, p, s.eagle2, prompt, opts); });
+        case MethodKind::kCascade: return cascade(s, b, prompt, opts);
+        default: break;  // chosen_entries refuses the other kinds
+    }
+    detail::fail("bench", "method '" + s.name + "': its kind (" + bench::method_name(s.kind) + ") does not run here");
 }
 
 // ---- measuring ---------------------------------------------------------------------------------------
@@ -338,9 +639,9 @@ float divergence_margin(CudaModel& target, std::span<const int> prompt, const st
 }
 
 /// τ of one method on the CPU reference, each prompt once, as the GPU runs them.
-double cpu_tau(const Method& method, Backend<CpuModel, FeatureDrafter>& cpu, const std::vector<bench::harness::Prompt>& prompts,
+double cpu_tau(const Method& method, CpuBackend& cpu, const std::vector<bench::harness::Prompt>& prompts,
                int max_new) {
-    std::fprintf(stderr, "[bench] %s on the CPU reference, for its tau\n", method.name.c_str());
+    std::fprintf(stderr, "[bench] %s on the CPU reference, for its tau\n", method.spec.name.c_str());
     long tokens = 0, steps = 0;
     for (std::size_t p = 0; p < prompts.size(); ++p) {
         const Generation g = generate(method, cpu, prompts[p].tokens, {.max_new_tokens = max_new, .seed = 1'000'003ULL + p});
@@ -376,7 +677,7 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
                     if (mi == 0) throw;
                     c.error = e.what();
                     std::fprintf(stderr, "\n[bench] ERROR: %s, %s, %s: %s; the method is dropped\n", m.scale.c_str(),
-                                 m.methods[mi].name.c_str(), m.methods[mi].drafter.c_str(), e.what());
+                                 m.methods[mi].spec.name.c_str(), drafter_label(m.methods[mi].spec).c_str(), e.what());
                     continue;
                 }
                 SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
@@ -402,13 +703,13 @@ std::vector<Row> measure(const Args& args, Loaded& m, const std::vector<bench::h
     for (std::size_t mi = 0; mi < M; ++mi) {
         const Cell& c = cells[mi];
         if (!c.error.empty()) {
-            rows.push_back({.target = m.scale, .cost = m.cost, .method = m.methods[mi].name, .drafter = m.methods[mi].about,
+            rows.push_back({.target = m.scale, .cost = m.cost, .method = m.methods[mi].spec.name, .drafter = m.methods[mi].about,
                             .simulated = m.simulated, .error = c.error});
             continue;
         }
         const Summary s = summarize(c.pooled);
         const double steps = std::max(1, s.n_target_calls);
-        Row r{.target = m.scale, .cost = m.cost, .method = m.methods[mi].name, .drafter = m.methods[mi].about,
+        Row r{.target = m.scale, .cost = m.cost, .method = m.methods[mi].spec.name, .drafter = m.methods[mi].about,
               .simulated = m.simulated};
         r.tau = s.tau;
         r.tokens = s.n_tokens;
@@ -466,10 +767,10 @@ std::string title(const Header& h) {
 void print_rows(const std::vector<Row>& rows) {
     for (const Row& r : rows)
         if (!r.error.empty())
-            std::printf("%-15s %-16s %-36s ERROR: %s\n", (r.target + (r.simulated ? " SIMULATED" : "")).c_str(),
+            std::printf("%-15s %-21s %-52s ERROR: %s\n", (r.target + (r.simulated ? " SIMULATED" : "")).c_str(),
                         r.method.c_str(), r.drafter.c_str(), r.error.c_str());
         else
-            std::printf("%-15s %-16s %-36s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
+            std::printf("%-15s %-21s %-52s %6.2f %7s %8.3f %9.0f %7.2fx %8.3f %9.3f %8.3f  %s\n",
                     (r.target + (r.simulated ? " SIMULATED" : "")).c_str(), r.method.c_str(),
                     r.drafter.c_str(), r.tau, tau_cpu_text(r).c_str(), r.ms_per_token, r.tokens_per_s, r.speedup, r.draft_ms, r.verify_ms,
                     r.other_ms, same_text(r.verdict).c_str());
@@ -478,7 +779,7 @@ void print_rows(const std::vector<Row>& rows) {
 
 void print_header(const Header& h) {
     std::printf("%s\n\n", title(h).c_str());
-    std::printf("%-15s %-16s %-36s %6s %7s %8s %9s %8s %8s %9s %8s  %s\n", "target", "method", "drafter", "tau", "tau CPU", "ms/tok",
+    std::printf("%-15s %-21s %-52s %6s %7s %8s %9s %8s %8s %9s %8s  %s\n", "target", "method", "drafter", "tau", "tau CPU", "ms/tok",
                 "tok/s", "speedup", "draft ms", "verify ms", "other ms", "same");
     std::fflush(stdout);
 }
@@ -564,6 +865,8 @@ int run(int argc, char** argv) {
     std::size_t longest = 0;
     for (const auto& p : prompts) longest = std::max(longest, p.tokens.size());
     const int positions = args.max_context > 0 ? args.max_context : static_cast<int>(longest) + args.max_new + kTreeMargin;
+    const std::vector<bench::MethodSpec> entries = chosen_entries(args);
+    const int rows = rows_per_forward(entries);
 
     int devices = 0;
     const cudaError_t status = cudaGetDeviceCount(&devices);
@@ -590,7 +893,7 @@ int run(int argc, char** argv) {
     ThreadPool pool(0);  // the CPU reference's threads: every core
     std::vector<Row> all;
     for (const std::string& scale : args.targets) {
-        Loaded m = load_models(args, scale, positions, ctx, pool);
+        Loaded m = load_models(args, entries, scale, positions, rows, static_cast<int>(longest), ctx, pool);
         std::fprintf(stderr, "[bench] %s: %zu methods x %zu prompts x (1 warm-up + %d timed passes)\n", scale.c_str(),
                      m.methods.size(), prompts.size(), args.repeats);
         const std::vector<Row> rows = measure(args, m, prompts);

@@ -212,16 +212,24 @@ inline std::string cost_key(const Models& models, const std::string& name) {
     return "glide " + name;  // its cross-attention makes each GLIDE drafter its own cost
 }
 
+/// s_d/s_t of a drafter beside its target on the backend they run on (CpuModel, CudaModel, a GLIDE
+/// drafter...): one-token forwards at a 64-token context, medians of 21, clamped into (0, 1] as PCT takes
+/// it (above 1 no draft pays for itself).
+template <class Target, class Draft>
+double measured_cost_ratio(Target& target, Draft& draft) {
+    return std::clamp(static_cast<double>(measure_forward_costs(target, draft).ratio()), 1e-6, 1.0);
+}
+
 /// PCT's threshold s_d/s_t (edd-pct.txt Eq. 5): the method's own, or measured once per run for each
-/// drafter kind and shape (cost_key) on the machine at hand (one-token forwards at a 64-token context,
-/// medians of 21). The results record it (MethodResult::pct_threshold).
+/// drafter kind and shape (cost_key) on the machine at hand (measured_cost_ratio). The results record
+/// it (MethodResult::pct_threshold).
 inline float pct_threshold(const MethodSpec& m, Models& models) {
     if (m.pct.expand_threshold > 0.0f) return m.pct.expand_threshold;
     const std::string key = cost_key(models, m.drafter);
     auto it = models.cost_ratios.find(key);
     if (it == models.cost_ratios.end()) {
-        const double r = with_model(models, m.drafter, [&](auto& d) { return measure_forward_costs(*models.target, d).ratio(); });
-        it = models.cost_ratios.emplace(key, std::clamp(r, 1e-6, 1.0)).first;
+        const double r = with_model(models, m.drafter, [&](auto& d) { return measured_cost_ratio(*models.target, d); });
+        it = models.cost_ratios.emplace(key, r).first;
         std::fprintf(stderr, "PCT: s_d/s_t = %.4f for drafters of shape %s (first: %s), measured on this machine\n",
                      it->second, key.c_str(), m.drafter.c_str());
     }
