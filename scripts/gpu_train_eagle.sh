@@ -10,9 +10,10 @@
 # specdec_cuda_tests`), and build/data the tokenised corpus (made here by train_demo tokenizer if absent).
 #
 # Steps, in order of value, each bounded:
-#   1. the GPU checks: specdec_cuda_tests "[train],[eagle],[edd]" (every training kernel against the host run
-#      of the same code, gradients and AdamW against TrainableLlama, the drafters, a widened upload; the
-#      feature and EDD drafters on the GPU against the CPU's, greedy EAGLE-2 and EDD there equal to greedy)
+#   1. the CUDA tests, all of them: the kernels and CudaModel against the CPU reference; the GPU trainer
+#      (every training kernel against the host run of the same code, gradients and AdamW against
+#      TrainableLlama, the drafters, a widened upload); the feature and EDD drafters on the GPU against the
+#      CPU's, greedy EAGLE-2 and EDD + PCT there equal to greedy decoding
 #   2. train_demo eagle eagle_layout --device cuda --target-scale 7b: models/eagle_layout/train.json's
 #      drafter (EAGLE-1/2's layer, FC connector) against the demo target widened to Llama-2-7B's shape
 #      (a simulation: the demo target's outputs at a 7B model's cost, docs/widening.md), batch 16 x 128,
@@ -56,7 +57,7 @@ if (( missing )); then
 fi
 [ -f build/data/train.bin ] || step tokenise 120 tokenise.log "$bin/train_demo" tokenizer
 
-step gpu_tests 150 gpu_tests.log "$bin/specdec_cuda_tests" "[train],[eagle],[edd]" --durations yes
+step gpu_tests 150 gpu_tests.log "$bin/specdec_cuda_tests" --durations yes
 
 models=build/gpu_models
 mkdir -p "$models"
@@ -69,11 +70,11 @@ step train $(( train_seconds + 100 )) train.log "$bin/train_demo" eagle eagle_la
     cp "$models/eagle_gpu/train_log.json" "$models/eagle_gpu/loss.svg" "$out/"
 
 # The GPU-trained drafter reads the 7B-cost target only: at the demo target it is skipped with a note.
-step spec 150 spec.log "$bin/bench_cuda_spec" --models "$models" --target-scale demo,7b --methods chain,eagle2 \
+step spec 120 spec.log "$bin/bench_cuda_spec" --models "$models" --target-scale demo,7b --methods chain,eagle2 \
     --eagle eagle,fspad,eagle_gpu --n-prompts 4 --max-new 48 --repeats 2 --out "$out/spec"
 
 if python3 -c "import torch, safetensors" 2>/dev/null; then
-    step golden 60 golden.log python3 scripts/make_eagle_golden.py tests/data/eagle_golden &&
+    step golden 45 golden.log python3 scripts/make_eagle_golden.py tests/data/eagle_golden &&
         cp tests/data/eagle_golden/logits.json "$out/"
 else
     echo "golden: skipped, torch or safetensors does not import" | tee -a "$out/summary.txt"
