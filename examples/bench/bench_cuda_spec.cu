@@ -529,32 +529,13 @@ Generation with_proposer(Backend<Model, Feature, Glide>& b, const std::string& n
     return f(proposer);
 }
 
-/// CS Drafting's vertical cascade (Chen et al. 2024, Algorithm 1) as compose.hpp's run_cascade builds it:
-/// row r of the K-matrix holds the budgets of drafters r..n-1 where drafter r-1 reviews (row 0: the
-/// target); Max-Gram proposes 10 tokens per call (App. B); lenience only between two neural drafters.
+/// CS Drafting's vertical cascade (Chen et al. 2024, Algorithm 1), composed as specdec_bench composes it.
 template <class Model, class Feature, class Glide>
 Generation cascade(const bench::MethodSpec& s, Backend<Model, Feature, Glide>& b, std::span<const int> prompt,
                    const GenerateOptions& opts) {
-    const KMatrix K{s.k_matrix};
-    MaxGram mag(*b.bigram);
-    Model& d1 = *b.llamas.at(s.drafters[0]);
-    const auto top_level = [&](auto& top) {
-        if (s.children > 0)
-            return greedy(*b.target, top, ExpandedChain{.gamma = K.row_sum(0), .sizes = s.sizes, .max_drafts = s.max_drafts},
-                          prompt, opts);
-        return greedy(*b.target, top, Chain{.gamma = K.row_sum(0)}, prompt, opts);
-    };
-    if (s.drafters.size() == 2) {  // target <- d1 <- Max-Gram
-        Review l1(d1, mag, {.budget = K.k[1][1]});
-        Horizontal top(K.row(0), l1, mag);
-        return top_level(top);
-    }
-    Model& d2 = *b.llamas.at(s.drafters[1]);  // target <- d1 <- d2 <- Max-Gram
-    Review l2(d2, mag, {.budget = K.k[2][2]});
-    Horizontal below_d1(K.row(1), l2, mag);
-    Review l1(d1, below_d1, {.budget = K.row_sum(1), .lenience = {s.lenience}});
-    Horizontal top(K.row(0), l1, l2, mag);
-    return top_level(top);
+    Model* d2 = s.drafters.size() == 2 ? nullptr : b.llamas.at(s.drafters[1]).get();
+    return bench::compose_cascade(s, *b.llamas.at(s.drafters[0]), d2, *b.bigram,
+                                  [&](auto& top, auto builder, bench::TreeKind) { return greedy(*b.target, top, builder, prompt, opts); });
 }
 
 template <class Model, class Feature, class Glide>

@@ -238,7 +238,31 @@ inline float pct_threshold(const MethodSpec& m, Models& models) {
 
 /// CS Drafting (Chen et al. 2024, Algorithm 1) from the K-matrix: row r holds the budgets of drafters
 /// r..n-1 in the call where drafter r-1 reviews (row 0: the target). Max-Gram proposes 10 tokens per
-/// call (App. B); lenience applies only where a neural drafter reviews another (App. B).
+/// call (App. B); lenience applies only where a neural drafter reviews another (App. B). Composes the
+/// cascade over drafters d1 (and d2, where the method has two) of any model type and hands its top
+/// proposer to `run(top, builder, kind)`: a chain of the first row's budget, or CAPE's expansion.
+template <class Model, class RunTop>
+auto compose_cascade(const MethodSpec& m, Model& d1, Model* d2, const Bigram& bigram, RunTop&& run) {
+    const KMatrix K{m.k_matrix};
+    MaxGram mag(bigram);
+    const auto top_level = [&](auto& top) {
+        if (m.children > 0)
+            return run(top, ExpandedChain{.gamma = K.row_sum(0), .sizes = m.sizes, .max_drafts = m.max_drafts},
+                       TreeKind::kDeterministicTree);
+        return run(top, Chain{.gamma = K.row_sum(0)}, TreeKind::kChain);
+    };
+    if (d2 == nullptr) {  // target <- d1 <- Max-Gram
+        Review l1(d1, mag, {.budget = K.k[1][1]});
+        Horizontal top(K.row(0), l1, mag);
+        return top_level(top);
+    }
+    Review l2(*d2, mag, {.budget = K.k[2][2]});  // target <- d1 <- d2 <- Max-Gram
+    Horizontal below_d1(K.row(1), l2, mag);
+    Review l1(d1, below_d1, {.budget = K.row_sum(1), .lenience = {m.lenience}});
+    Horizontal top(K.row(0), l1, l2, mag);
+    return top_level(top);
+}
+
 inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
     for (const std::string& name : drafter_names(m))  // Review reads each drafter's rows as they are: no padding
         detail::require(models.drafters.at(name)->vocab_size() == models.target->vocab_size(), "bench", [&] {
@@ -246,26 +270,10 @@ inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int>
                    std::to_string(models.drafters.at(name)->vocab_size()) + ", the target " +
                    std::to_string(models.target->vocab_size()) + ": a cascade needs the target's whole vocabulary";
         });
-    const KMatrix K{m.k_matrix};
-    MaxGram mag(*models.bigram);
-    CpuModel& d1 = *models.drafters.at(m.drafters[0]);
-    const auto top_level = [&](auto& top) {
-        if (m.children > 0)
-            return run_with(*models.target, top, ExpandedChain{.gamma = K.row_sum(0), .sizes = m.sizes, .max_drafts = m.max_drafts},
-                            TreeKind::kDeterministicTree, prompt, opts);
-        return run_with(*models.target, top, Chain{.gamma = K.row_sum(0)}, TreeKind::kChain, prompt, opts);
-    };
-    if (m.drafters.size() == 2) {  // target <- d1 <- Max-Gram
-        Review l1(d1, mag, {.budget = K.k[1][1]});
-        Horizontal top(K.row(0), l1, mag);
-        return top_level(top);
-    }
-    CpuModel& d2 = *models.drafters.at(m.drafters[1]);  // target <- d1 <- d2 <- Max-Gram
-    Review l2(d2, mag, {.budget = K.k[2][2]});
-    Horizontal below_d1(K.row(1), l2, mag);
-    Review l1(d1, below_d1, {.budget = K.row_sum(1), .lenience = {m.lenience}});
-    Horizontal top(K.row(0), l1, l2, mag);
-    return top_level(top);
+    CpuModel* d2 = m.drafters.size() == 2 ? nullptr : models.drafters.at(m.drafters[1]).get();
+    return compose_cascade(m, *models.drafters.at(m.drafters[0]), d2, *models.bigram, [&](auto& top, auto builder, TreeKind kind) {
+        return run_with(*models.target, top, builder, kind, prompt, opts);
+    });
 }
 
 inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
