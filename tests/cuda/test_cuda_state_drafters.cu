@@ -102,13 +102,19 @@ FeatureCheckpoint drafter_of(const Kind& k, const Config& tc, const Weights& tw,
     return ck;
 }
 
-/// Two speculative steps in EAGLE-2's order, on a CPU and a GPU pair side by side: the root, then three
+/// A CPU and a GPU pair side by side: both targets prefill `text` but its last token (the pending root)
+/// and both proposers start on it; then two speculative steps in EAGLE-2's order: the root, then three
 /// children, then three grandchildren, each a new propose (`check(tree, nodes)` compares the proposers'
 /// rows); the targets verify and keep root -> 2 -> 5 (not the first nodes: the drafters' rows must
-/// move), and the bonus token becomes the next root. `text` ends with the pending root.
+/// move), and the bonus token becomes the next root.
 template <class Check, class CpuTarget, class GpuTarget, class CpuProposer, class GpuProposer>
 void two_steps(std::vector<int>& text, int V, CpuTarget& cpu_target, GpuTarget& gpu_target, CpuProposer& cpu,
                GpuProposer& gpu, Check&& check) {
+    const std::vector<int> prompt(text.begin(), text.end() - 1);
+    detail::prefill(cpu_target, prompt);
+    detail::prefill(gpu_target, prompt);
+    cpu.start(text);
+    gpu.start(text);
     for (int step = 0; step < 2; ++step) {
         INFO("step " << step);
         Tree tree;
@@ -382,11 +388,6 @@ TEST_CASE("FeatureProposer over CudaModel and CudaFeatureDrafter proposes the CP
     FeatureProposer<CudaModel, CudaFeatureDrafter> gpu(gpu_target, gpu_drafter);
 
     std::vector<int> text = tokens_of(13, V, which);  // the last one is the pending root
-    const std::vector<int> prompt(text.begin(), text.end() - 1);
-    detail::prefill(cpu_target, prompt);
-    detail::prefill(gpu_target, prompt);
-    cpu.start(text);
-    gpu.start(text);
     // Both proposers' rows for `nodes` of `tree` (grown since the last call), compared with their features.
     const auto propose = [&](const Tree& tree, const std::vector<int>& nodes) {
         const std::vector<float> want = copy_rows(cpu.propose(tree, nodes)), got = copy_rows(gpu.propose(tree, nodes));
@@ -471,11 +472,6 @@ TEST_CASE("EddProposer with a CudaModel drafter proposes the CPU's logits, step 
     EddProposer gpu(gpu_target, gpu_drafter, layer);
 
     std::vector<int> text = tokens_of(13, V, which + 2);  // the last one is the pending root
-    const std::vector<int> prompt(text.begin(), text.end() - 1);
-    detail::prefill(cpu_target, prompt);
-    detail::prefill(gpu_target, prompt);
-    cpu.start(text);
-    gpu.start(text);
     const auto propose = [&](const Tree& tree, const std::vector<int>& nodes) {
         CHECK(normalized_error(copy_rows(gpu.propose(tree, nodes)), copy_rows(cpu.propose(tree, nodes))) < kModel);
     };
