@@ -27,6 +27,7 @@ source "$root/scripts/gpu_step.sh"  # step NAME CAP LOG COMMAND...
 
 nvidia-smi > "$out/env.txt" 2>&1
 nproc >> "$out/env.txt"
+find_libs "$bin/bench_cuda_spec"
 if ! "$bin/bench_cuda_spec" --help > /dev/null 2>&1; then
     arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')"
     bin=build/gpu_spec_build

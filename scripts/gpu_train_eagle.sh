@@ -44,7 +44,11 @@ source "$root/scripts/gpu_step.sh"  # step NAME CAP LOG COMMAND...
 nvidia-smi > "$out/env.txt" 2>&1
 nproc >> "$out/env.txt"
 missing=0
-for b in train_demo bench_cuda_spec specdec_cuda_tests; do [ -x "$bin/$b" ] || missing=1; done
+for b in train_demo bench_cuda_spec specdec_cuda_tests; do
+    [ -f "$bin/$b" ] && [ ! -x "$bin/$b" ] && chmod +x "$bin/$b" 2>/dev/null  # a carried copy may lose its mode
+    [ -x "$bin/$b" ] || missing=1
+done
+(( missing )) || find_libs "$bin/train_demo" "$bin/bench_cuda_spec" "$bin/specdec_cuda_tests"
 if (( missing )); then
     # Not carried: build them here for this GPU (a few minutes on 16 cores).
     arch="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d '. ')"

@@ -95,7 +95,12 @@ using PinnedBuffer = CudaBuffer<T, Memory::kPinnedHost>;
 template <class T>
 DeviceBuffer<T> to_device(std::span<const T> host) {
     DeviceBuffer<T> d(host.size());
-    if (!host.empty()) SPECDEC_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), d.bytes(), cudaMemcpyHostToDevice));
+    if (!host.empty()) {
+        SPECDEC_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), d.bytes(), cudaMemcpyHostToDevice));
+        // From pageable memory cudaMemcpy may return before its DMA lands, on the legacy stream, which the
+        // context's non-blocking stream does not wait for: finish it before any kernel reads d.
+        SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());
+    }
     return d;
 }
 

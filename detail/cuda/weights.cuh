@@ -79,7 +79,10 @@ inline DeviceBuffer<__nv_bfloat16> upload_bf16(std::initializer_list<const std::
     for (const std::vector<float>* p : parts)
         for (float v : *p) host.push_back(to_bf16(v));
     DeviceBuffer<__nv_bfloat16> d(host.size());
-    if (!host.empty()) SPECDEC_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), d.bytes(), cudaMemcpyHostToDevice));
+    if (!host.empty()) {
+        SPECDEC_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), d.bytes(), cudaMemcpyHostToDevice));
+        SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());  // the DMA lands before a kernel on a non-blocking stream reads it (to_device)
+    }
     return d;
 }
 

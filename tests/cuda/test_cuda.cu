@@ -40,6 +40,7 @@ DeviceBuffer<__nv_bfloat16> upload_bf16(std::span<const float> v) {
     const std::vector<bf16> h = narrow(v);
     DeviceBuffer<__nv_bfloat16> d(h.size());
     SPECDEC_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), d.bytes(), cudaMemcpyHostToDevice));
+    SPECDEC_CUDA_CHECK(cudaDeviceSynchronize());  // as to_device: the DMA lands before the context's stream reads it
     return d;
 }
 
