@@ -174,6 +174,7 @@ private:
         });
         n_computed_ = N;
         n_last_ = n;
+        hidden_in_last_ = static_cast<int>(hidden_layers_.size());
         if (n == 0) return Rows{{}, V};
         stage_inputs(tree, first);
         cudaStream_t s = ctx_->stream();
@@ -305,6 +306,7 @@ public:
         hidden_from_.assign(hidden_layers_.size(), cache_len_);
         graphs_.clear();
         n_last_ = 0;
+        hidden_in_last_ = 0;
     }
 
     /// Adds `layer` to the captured set, keeping the layers there and their states, and returns its
@@ -392,9 +394,10 @@ public:
 
     /// (N - first, D) fp32 on the device, valid until the next forward.
     const float* device_hidden(int i) const {
-        detail::require(i >= 0 && i < static_cast<int>(hidden_layers_.size()), "cuda.model", [&] {
-            return "hidden(" + std::to_string(i) + "): " + std::to_string(hidden_layers_.size()) +
-                   " layers are captured (see capture_hidden)";
+        // A layer added since the last forward has no rows of it yet, as on CpuModel.
+        detail::require(i >= 0 && i < hidden_in_last_, "cuda.model", [&] {
+            return "hidden(" + std::to_string(i) + "): " + std::to_string(hidden_in_last_) +
+                   " layers captured in the last forward (see capture_hidden)";
         });
         return hidden_dev_.get() + static_cast<std::size_t>(i) * opt_.max_tree_nodes * cfg_.hidden_size;
     }
@@ -594,6 +597,7 @@ private:
     int cache_len_ = 0;   // T
     int n_computed_ = 0;  // nodes of the current tree whose KV rows sit after the committed ones
     int n_last_ = 0;      // rows the last forward computed (what hidden() returns)
+    int hidden_in_last_ = 0;  // captured layers the last forward wrote (add_hidden_layer adds one it did not)
     int split_keys_ = 0, max_splits_ = 0, mask_words_ = 0;
 
     DeviceBuffer<__nv_bfloat16> k_cache_, v_cache_;  // (L, C, Hkv*hd)

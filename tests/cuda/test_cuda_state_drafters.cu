@@ -306,6 +306,7 @@ TEST_CASE("CudaModel's committed hidden states of two layers follow prefill, tre
                               Catch::Contains("layer " + std::to_string(L - 1)));
         CHECK_THROWS_WITH(gpu.hidden_index(L - 2),
                           Catch::Contains("[specdec.cuda.model]") && Catch::Contains("layer " + std::to_string(L - 2) + " is not captured"));
+        CHECK_THROWS_WITH(gpu.hidden(late), Catch::Contains("[specdec.cuda.model]") && Catch::Contains("captured in the last forward"));
         gpu.reset();
         cpu.reset();
         REQUIRE(cpu.add_hidden_layer(L - 1) == late);
