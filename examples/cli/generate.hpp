@@ -200,7 +200,7 @@ inline int run_generate(const Args& args) {
     GenerateOptions opts;
     opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 0, 1 << 20));
     opts.sampling.temperature = static_cast<float>(args.number("temperature", 0.0, 0.0, 1e6));
-    opts.sampling.top_p = static_cast<float>(args.number("top-p", 1.0, 1e-9, 1.0));
+    opts.sampling.top_p = static_cast<float>(args.number("top-p", 1.0, 0.0, 1.0, /*lo_open=*/true));
     opts.sampling.top_k = static_cast<int>(args.integer("top-k", 0, 0, 1 << 30));
     opts.seed = args.unsigned64("seed", 0);
     ThreadPool pool(static_cast<int>(args.integer("threads", 1, 0, 1024)));

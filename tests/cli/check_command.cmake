@@ -176,6 +176,23 @@ elseif(CASE STREQUAL "errors")
         expect_rc(2 "${rc}" "${err}" "specdec ${args}")
         expect_match("^specdec( [a-z]+)?: .+\n|^usage: specdec" "${err}" "specdec ${args}'s message")
     endforeach()
+    # A forgotten value is not filled with the next flag, a flag given twice is not last-wins, and a range
+    # open at one end says so.
+    foreach(args_and_regex "generate;--target;--prompt;x|option '--target' needs a value \\(PATH\\), found the option '--prompt'"
+                           "generate;--target;models/target;--prompt;--no-baseline|option '--prompt' needs a value \\(TEXT\\), found the option '--no-baseline'"
+                           "generate;--target;models/target;--draft;--help;--prompt;x|option '--draft' needs a value \\(PATH\\), found the option '--help'"
+                           "generate;--target;models/target;--prompt;a;--prompt;b|option '--prompt' is given twice \\('a' and 'b'\\)"
+                           "generate;--target;models/target;--target=models/small;--prompt;a|option '--target' is given twice"
+                           "generate;--target;models/target;--prompt;x;--top-p;0|option '--top-p': 0 is outside \\(0, 1\\]")
+        string(REPLACE "|" ";" parts "${args_and_regex}")
+        list(POP_BACK parts regex)
+        run_specdec(out err rc ${parts})
+        expect_rc(2 "${rc}" "${err}" "specdec ${parts}")
+        expect_match("^specdec generate: ${regex}" "${err}" "specdec ${parts}")
+    endforeach()
+    run_specdec(out err rc generate --target models/target --prompt=--x --max-new-tokens 2 --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "a prompt starting with -- given as --prompt=TEXT")
+    expect_match("^--x" "${out}" "a prompt starting with -- given as --prompt=TEXT")
     run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
     expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
     run_specdec(out err rc generat --target models/target --prompt x)
