@@ -212,6 +212,21 @@ inline int run_generate(const Args& args) {
     detail::require(target.vocab.present(), "cli", [&] {
         return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH";
     });
+    {  // another model's tokenizer decodes the model's ids into another text, silently: compare the sizes
+        const int n_tok = target.vocab.size(), n_model = target.checkpoint.config.vocab_size;
+        const std::string tok_name = target.tokenizer_path.empty() ? "the tokenizer in " + target_path.string()
+                                                                   : "the tokenizer " + target.tokenizer_path.string();
+        detail::require(n_tok <= n_model, "cli", [&] {
+            return tok_name + " has " + std::to_string(n_tok) + " tokens, more than the vocab_size " +
+                   std::to_string(n_model) + " of the model " + target_path.string() +
+                   ": it is not this model's tokenizer; give the model's own with --tokenizer PATH";
+        });
+        if (n_tok < n_model)  // padding rows are legitimate; a far smaller tokenizer is likely the wrong one
+            std::fprintf(stderr,
+                         "specdec: warning: %s has %d tokens, the model %s has vocab_size %d: ids %d..%d have no text "
+                         "(printed as <token N>); is it this model's tokenizer?\n",
+                         tok_name.c_str(), n_tok, target_path.string().c_str(), n_model, n_tok, n_model - 1);
+    }
     const long widest = bench::draft_nodes(spec);  // the drafter's scratch holds a catch-up chain before the tree
     const ModelOptions model_opts{.max_tree_nodes = static_cast<int>(std::max(256L, 2 * widest + 8)), .pool = &pool};
     bench::Models models;

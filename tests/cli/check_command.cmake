@@ -193,6 +193,17 @@ elseif(CASE STREQUAL "errors")
     run_specdec(out err rc generate --target models/target --prompt=--x --max-new-tokens 2 --no-baseline)
     expect_rc(0 "${rc}" "${err}" "a prompt starting with -- given as --prompt=TEXT")
     expect_match("^--x" "${out}" "a prompt starting with -- given as --prompt=TEXT")
+    # Another model's tokenizer: more tokens than the model's rows is refused; fewer is warned about (its
+    # ids past the tokenizer print as <token N>), since padded embedding rows are legitimate.
+    run_specdec(out err rc generate --target models/small --tokenizer tests/data/tokenizers/mistral.tokenizer.json --prompt a)
+    expect_rc(1 "${rc}" "${err}" "a tokenizer larger than the model's vocabulary")
+    expect_match("^specdec: \\[specdec\\.cli\\] the tokenizer tests/data/tokenizers/mistral\\.tokenizer\\.json has 32000 tokens, more than the vocab_size 4096 of the model models/small"
+        "${err}" "a tokenizer larger than the model's vocabulary")
+    run_specdec(out err rc generate --target models/target --tokenizer tests/data/tokenizers/sp_tiny.tokenizer.json --prompt a
+        --max-new-tokens 2 --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "a tokenizer smaller than the model's vocabulary")
+    expect_match("specdec: warning: the tokenizer tests/data/tokenizers/sp_tiny\\.tokenizer\\.json has 296 tokens, the model models/target has vocab_size 4096: ids 296\\.\\.4095 have no text"
+        "${err}" "a tokenizer smaller than the model's vocabulary")
     run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
     expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
     run_specdec(out err rc generat --target models/target --prompt x)
