@@ -278,23 +278,30 @@ TEST_CASE("the bonus after a fully accepted path enters the two-token law only f
     }
 }
 
-TEST_CASE("drafters that read the target keep its law in a chain with SpeculativeSampling", "[lossless][sampling][slow]") {
+TEST_CASE("drafters that read the target keep its law in chains and sampled trees", "[lossless][sampling][slow]") {
     // GLIDE reads the target's KV cache, EDD its hidden states, EAGLE its features: however a draft was
     // computed, it must carry the law it was drawn from. The command and the harness run each of these
-    // as a chain at T > 0 (specdec generate --method glide|edd|sd --temperature 1). Chains of one and of
-    // 3: the bonus of a full chain, and the residuals below accepted drafts.
-    const int gamma = GENERATE(1, 3);
-    CAPTURE(gamma);
+    // at T > 0 (specdec generate --method edd, --method sd or tree with a GLIDE or feature drafter).
+    // Chains of one and of 3 (the bonus of a full chain, the residuals below accepted drafts) under
+    // SpeculativeSampling, and siblings drawn without replacement under MultiDraftSampling.
+    const int shape = GENERATE(0, 1, 2);  // a chain of 1, a chain of 3, a (3, 2) tree of sampled siblings
+    CAPTURE(shape);
     const Sampling s{.temperature = 1.0f};
     Models m;
     const std::vector<int> prompt{1, 4, 2};
     const check::Law expected = check::exact_two_token_law(m.target, prompt, s);
     const auto law_of = [&](auto& proposer) {
-        Chain builder{.gamma = gamma};
         TreeVerifier verifier;
-        SpeculativeSampling acceptor;
-        const check::Counts observed =
-            check::sampled_two_token_law(m.target, proposer, builder, verifier, acceptor, prompt, s, kRuns);
+        check::Counts observed;
+        if (shape < 2) {
+            Chain builder{.gamma = shape == 0 ? 1 : 3};
+            SpeculativeSampling acceptor;
+            observed = check::sampled_two_token_law(m.target, proposer, builder, verifier, acceptor, prompt, s, kRuns);
+        } else {
+            KAryTree builder{{3, 2}, DrawPolicy::kSampleWithoutReplacement};
+            MultiDraftSampling acceptor;
+            observed = check::sampled_two_token_law(m.target, proposer, builder, verifier, acceptor, prompt, s, kRuns);
+        }
         const check::ChiSquare r = check::chi_square(observed, expected, kRuns);
         REQUIRE(r.dof >= 8);
         return r;
