@@ -20,7 +20,7 @@ struct Prompt {
 };
 
 /// A lesson's optional argument argv[index] as a whole number in [lo, hi]; `fallback` when it is absent.
-/// (std::atoi read "abc" and -2 as zero prompts: the lesson ran nothing and printed tau = nan.)
+/// (std::atoi would read "abc" and -2 as zero prompts: the lesson would run nothing and print tau = nan.)
 inline int int_argument(int argc, char** argv, int index, const char* name, int fallback, int lo, int hi) {
     if (argc <= index) return fallback;
     const std::string_view s = argv[index];

@@ -955,8 +955,8 @@ int main(int argc, char** argv) try {
                 detail::require(i + 1 < argc, "train_demo", [&] { return a + " needs a value"; });
                 return argv[++i];
             };
-            // A count is a whole number: "0.5" or "1e10" read as a double and cast to int gave 0 or
-            // (undefined) INT_MIN, which step_count took for "no override" and ran train.json's steps.
+            // A count is a whole number: "0.5" or "1e10" read as a double and cast to int would give 0 or
+            // (undefined) INT_MIN, which step_count takes for "no override": train.json's whole run.
             const auto count = [&](const std::string& v) {
                 int x = 0;
                 const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);

@@ -17,7 +17,7 @@ function(expect_refusal regex program)
     endif()
 endfunction()
 
-# std::atoi read these as 0 or negative prompts: the lesson ran none and printed "tau -nan", exit 0.
+# std::atoi reads these as 0 or negative prompts: the lesson would run none and print "tau -nan", exit 0.
 expect_refusal("argument 1 \\(n_prompts\\) is 'abc': expected a whole number in \\[1, 100000\\]" 08_prompt_lookup abc)
 expect_refusal("argument 1 \\(n_prompts\\) is '0'" 08_prompt_lookup 0)
 expect_refusal("argument 1 \\(n_prompts\\) is '-2'" 06_cs_drafting -2)
@@ -25,6 +25,6 @@ expect_refusal("argument 1 \\(n_prompts\\) is '3\\.5'" 07_glide_cape 3.5)
 expect_refusal("argument 1 \\(n_prompts\\) is 'x'" 09_edd_pct x)
 expect_refusal("argument 1 \\(n_prompts\\) is '1e3'" 10_eagle_fspad 1e3)
 expect_refusal("argument 2 \\(threads\\) is '-1': expected a whole number in \\[0, 1024\\]" 05_demo 8 -1)
-# A mode that is not one of the lesson's was read as the default, silently.
+# A mode that is not one of the lesson's is not read as the default.
 expect_refusal("argument 3 \\(weights\\) is 'f16': expected bf16 or f32" 05_demo 8 1 f16)
 expect_refusal("argument 2 \\(tree budget\\) is 'quarter': expected full or half" 10_eagle_fspad 1 quarter)

@@ -17,8 +17,8 @@ function(expect_refusal regex)
     endif()
 endfunction()
 
-# A count is a whole number: 0.5 and 1e10 were taken (0.5 as 0 and 1e10 as INT_MIN both read as "no
-# override", so the whole run of train.json started).
+# A count is a whole number: read as a double and cast, 0.5 gives 0 and 1e10 INT_MIN, both "no override",
+# which would start the whole run of train.json.
 expect_refusal("--steps 0\\.5: expected a whole number in \\[1, 2147483647\\]" model small --steps 0.5)
 expect_refusal("--steps 1e10: expected a whole number" model small --steps 1e10)
 expect_refusal("--steps 99999999999: expected a whole number" model small --steps 99999999999)
