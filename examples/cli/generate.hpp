@@ -210,7 +210,12 @@ inline int run_generate(const Args& args) {
     const LoadOptions in_place{.defer_matrices = true};
     LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{}, in_place);
     detail::require(target.vocab.present(), "cli", [&] {
-        return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH";
+        const bool spm = fs::is_directory(target_path) && fs::exists(target_path / "tokenizer.model");
+        return target_path.string() + ": no tokenizer found beside the model" +
+               (spm ? std::string(" (its tokenizer.model, SentencePiece's protobuf, is not read here: HF's "
+                                  "tokenizers library writes the same tokenizer as tokenizer.json)")
+                    : std::string()) +
+               "; give one with --tokenizer PATH";
     });
     {  // another model's tokenizer decodes the model's ids into another text, silently: compare the sizes
         const int n_tok = target.vocab.size(), n_model = target.checkpoint.config.vocab_size;

@@ -176,6 +176,14 @@ elseif(CASE STREQUAL "errors")
         expect_rc(2 "${rc}" "${err}" "specdec ${args}")
         expect_match("^specdec( [a-z]+)?: .+\n|^usage: specdec" "${err}" "specdec ${args}'s message")
     endforeach()
+    # An HF folder with only SentencePiece's tokenizer.model: the message says it is not read, and what is.
+    file(REMOVE_RECURSE ${WORK}/spm_only)
+    file(COPY ${ROOT}/models/small/config.json ${ROOT}/models/small/model.safetensors DESTINATION ${WORK}/spm_only)
+    file(WRITE ${WORK}/spm_only/tokenizer.model "not read")
+    run_specdec(out err rc generate --target ${WORK}/spm_only --prompt x)
+    expect_rc(1 "${rc}" "${err}" "a folder with tokenizer.model only")
+    expect_match("spm_only: no tokenizer found beside the model \\(its tokenizer.model, SentencePiece's protobuf, is not read here"
+        "${err}" "a folder with tokenizer.model only")
     # A forgotten value is not filled with the next flag, a flag given twice is not last-wins, and a range
     # open at one end says so.
     foreach(args_and_regex "generate;--target;--prompt;x|option '--target' needs a value \\(PATH\\), found the option '--prompt'"
