@@ -176,6 +176,11 @@ elseif(CASE STREQUAL "errors")
         expect_rc(2 "${rc}" "${err}" "specdec ${args}")
         expect_match("^specdec( [a-z]+)?: .+\n|^usage: specdec" "${err}" "specdec ${args}'s message")
     endforeach()
+    # An HF folder of PyTorch weights: inspect names them, as generate does (load_checkpoint).
+    run_specdec(out err rc inspect tests/data/malformed/checkpoint/pytorch_model_bin)
+    expect_rc(1 "${rc}" "${err}" "inspect a folder of PyTorch weights")
+    expect_match("\\[specdec\\.checkpoint\\] tests/data/malformed/checkpoint/pytorch_model_bin/pytorch_model\\.bin: PyTorch weights"
+        "${err}" "inspect a folder of PyTorch weights")
     # An HF folder with only SentencePiece's tokenizer.model: the message says it is not read, and what is.
     file(REMOVE_RECURSE ${WORK}/spm_only)
     file(COPY ${ROOT}/models/small/config.json ${ROOT}/models/small/model.safetensors DESTINATION ${WORK}/spm_only)
