@@ -28,5 +28,5 @@ int main() try {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
 }
-// Run: ./build/01_autoregressive
+// Run from the repository root: ./build/release/01_autoregressive
 // Prints, per temperature, the 24 generated token ids and tau = 1.00 (one token per target forward).

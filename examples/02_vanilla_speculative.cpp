@@ -37,6 +37,6 @@ int main() try {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
 }
-// Run: ./build/02_vanilla_speculative
+// Run from the repository root: ./build/release/02_vanilla_speculative
 // Prints the tokens, tau > 1 (several tokens per target forward), the acceptance of each draft position,
 // and "identical to plain greedy decoding: yes".

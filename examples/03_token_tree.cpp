@@ -30,6 +30,6 @@ int main() try {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
 }
-// Run: ./build/03_token_tree
+// Run from the repository root: ./build/release/03_token_tree
 // Prints tau and per-position acceptance for the 44-node tree and for a 4-token chain; the tree's tau
 // is higher because a rejected first candidate leaves three more to try.

@@ -100,7 +100,7 @@ int main(int argc, char** argv) try {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
 }
-// Run (from the repository root): ./build/04_train_tiny [corpus folder, default data/corpus]
+// Run from the repository root: ./build/release/04_train_tiny [corpus folder, default data/corpus]
 // Prints the parameter count (722048), a progress line on stderr ("step 600/600 | loss 2.1xx | 9.5k tok/s |
 // 00:33 elapsed"), the held-out loss before and after (5.57 -> about 2.03 nats/byte, perplexity ~7.6),
 // a sample that already spells English-like words ("And the LORD said moar. Amended han of the ..."),

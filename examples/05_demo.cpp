@@ -34,11 +34,11 @@ struct Totals {
 }  // namespace
 
 int main(int argc, char** argv) try {
-    const int n_prompts = argc > 1 ? std::atoi(argv[1]) : 8, max_new = 64, rounds = 3;
+    const int n_prompts = example::int_argument(argc, argv, 1, "n_prompts", 8, 1, 100000), max_new = 64, rounds = 3;
     // One thread by default: these models are so small that waking a second thread costs more than it
     // saves on a 2-vCPU machine (measured); pass 0 for all cores. bf16 is the faster format here too.
-    const int threads = argc > 2 ? std::atoi(argv[2]) : 1;
-    const bool f32 = argc > 3 && std::string(argv[3]) == "f32";
+    const int threads = example::int_argument(argc, argv, 2, "threads", 1, 0, 1024);
+    const bool f32 = example::choice_argument(argc, argv, 3, "weights", {"bf16", "f32"}) == "f32";
     // Step 1: the models (in ordinary memory) and one thread pool for both.
     ThreadPool pool(threads);
     const Tokenizer tok = Tokenizer::load("models/target/tokenizer.json");

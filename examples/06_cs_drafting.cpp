@@ -19,7 +19,7 @@
 using namespace specdec;
 
 int main(int argc, char** argv) try {
-    const int n_prompts = argc > 1 ? std::atoi(argv[1]) : 6, max_new = 64;
+    const int n_prompts = example::int_argument(argc, argv, 1, "n_prompts", 6, 1, 100000), max_new = 64;
     ThreadPool pool(1);
     const ModelOptions opts{.pool = &pool};
     const auto load = [&](const std::string& name) {

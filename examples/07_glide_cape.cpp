@@ -19,7 +19,7 @@
 using namespace specdec;
 
 int main(int argc, char** argv) try {
-    const int n_prompts = argc > 1 ? std::atoi(argv[1]) : 6;
+    const int n_prompts = example::int_argument(argc, argv, 1, "n_prompts", 6, 1, 100000);
     ThreadPool pool(1);
     const ModelOptions opts{.pool = &pool};
     Checkpoint t = load_checkpoint("models/target"), v = load_checkpoint("models/vanilla");

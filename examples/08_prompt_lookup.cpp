@@ -23,7 +23,7 @@
 using namespace specdec;
 
 int main(int argc, char** argv) try {
-    const int n_prompts = argc > 1 ? std::atoi(argv[1]) : 10, max_new = 64, rounds = 3;
+    const int n_prompts = example::int_argument(argc, argv, 1, "n_prompts", 10, 1, 100000), max_new = 64, rounds = 3;
     // Step 1: the target (one thread and bf16 weights, as in the demo) and its tokenizer.
     ThreadPool pool(1);
     Checkpoint t = load_checkpoint("models/target");

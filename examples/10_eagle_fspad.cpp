@@ -21,8 +21,8 @@
 using namespace specdec;
 
 int main(int argc, char** argv) try {
-    const int n_prompts = argc > 1 ? std::atoi(argv[1]) : 4;
-    const bool half = argc > 2 && std::string(argv[2]) == "half";
+    const int n_prompts = example::int_argument(argc, argv, 1, "n_prompts", 4, 1, 100000);
+    const bool half = example::choice_argument(argc, argv, 2, "tree budget", {"full", "half"}) == "half";
     ThreadPool pool(1);
     const ModelOptions opts{.pool = &pool};
     Checkpoint t = load_checkpoint("models/target");

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "specdec.hpp"
@@ -15,6 +18,33 @@ namespace example {
 struct Prompt {
     std::string kind, text;
 };
+
+/// A lesson's optional argument argv[index] as a whole number in [lo, hi]; `fallback` when it is absent.
+/// (std::atoi would read "abc" and -2 as zero prompts: the lesson would run nothing and print tau = nan.)
+inline int int_argument(int argc, char** argv, int index, const char* name, int fallback, int lo, int hi) {
+    if (argc <= index) return fallback;
+    const std::string_view s = argv[index];
+    int v = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || v < lo || v > hi)
+        specdec::detail::fail("example", "argument " + std::to_string(index) + " (" + name + ") is '" + std::string(s) +
+                                             "': expected a whole number in [" + std::to_string(lo) + ", " +
+                                             std::to_string(hi) + "]");
+    return v;
+}
+
+/// A lesson's optional argument argv[index] as one of `choices`; the first when it is absent.
+inline std::string choice_argument(int argc, char** argv, int index, const char* name,
+                                   std::initializer_list<const char*> choices) {
+    if (argc <= index) return *choices.begin();
+    const std::string s = argv[index];
+    std::string known;
+    for (const char* c : choices) {
+        if (s == c) return s;
+        known += (known.empty() ? "" : " or ") + std::string(c);
+    }
+    specdec::detail::fail("example", "argument " + std::to_string(index) + " (" + name + ") is '" + s + "': expected " + known);
+}
 
 /// `count` prompts spread evenly over data/prompts.jsonl (one JSON object per line, held-out text).
 inline std::vector<Prompt> read_prompts(const std::string& path, int count) {

@@ -36,7 +36,9 @@
 // the causal attention's products; a teacher's forward where one is distilled from) over the best
 // f32 FMA ceiling that examples/bench/ceilings.hpp measured during the run.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -953,24 +955,38 @@ int main(int argc, char** argv) try {
                 detail::require(i + 1 < argc, "train_demo", [&] { return a + " needs a value"; });
                 return argv[++i];
             };
+            // A count is a whole number: "0.5" or "1e10" read as a double and cast to int would give 0 or
+            // (undefined) INT_MIN, which step_count takes for "no override": train.json's whole run.
             const auto count = [&](const std::string& v) {
+                int x = 0;
+                const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+                detail::require(ec == std::errc() && end == v.data() + v.size() && x > 0, "train_demo", [&] {
+                    return a + " " + v + ": expected a whole number in [1, " + std::to_string(INT_MAX) + "]";
+                });
+                return x;
+            };
+            const auto seconds = [&](const std::string& v) {
                 char* end = nullptr;
                 const double x = std::strtod(v.c_str(), &end);
-                detail::require(end != v.c_str() && *end == '\0' && x > 0, "train_demo",
-                                [&] { return a + " " + v + ": expected a positive number"; });
+                detail::require(end != v.c_str() && *end == '\0' && std::isfinite(x) && x > 0, "train_demo",
+                                [&] { return a + " " + v + ": expected a positive number of seconds"; });
                 return x;
             };
             const auto feature_only = [&] {
                 detail::require(feature, "train_demo", [&] { return a + " is for eagle|fspad only, not " + what; });
             };
             if (a == "--resume") options.resume = true;
-            else if (a == "--checkpoint-every") options.checkpoint_every = static_cast<int>(count(value()));
-            else if (a == "--device") options.device = value();
+            else if (a == "--checkpoint-every") options.checkpoint_every = count(value());
+            else if (a == "--device") {
+                options.device = value();
+                detail::require(options.device == "cpu" || options.device == "cuda", "train_demo",
+                                [&] { return "--device '" + options.device + "' is neither cpu nor cuda"; });
+            }
             else if (a == "--out") options.out = value();
-            else if (a == "--steps") options.steps = static_cast<int>(count(value()));
+            else if (a == "--steps") options.steps = count(value());
             else if (a == "--target-scale") feature_only(), options.target_scale = value();
-            else if (a == "--batch") feature_only(), options.batch = static_cast<int>(count(value()));
-            else if (a == "--max-seconds") feature_only(), options.max_seconds = count(value());
+            else if (a == "--batch") feature_only(), options.batch = count(value());
+            else if (a == "--max-seconds") feature_only(), options.max_seconds = seconds(value());
             else if (a.rfind("--", 0) == 0) detail::fail("train_demo", "unknown option '" + a + "' for " + what);
             else names.push_back(a);
         }
@@ -979,6 +995,10 @@ int main(int argc, char** argv) try {
         });
         detail::require(!(options.resume && options.steps > 0), "train_demo", [] {
             return std::string("--resume continues train.json's run: it does not take --steps");
+        });
+        detail::require(fs::exists(kData / "train.bin") && fs::exists(kData / "test.bin"), "train_demo", [] {
+            return "no token files in " + kData.string() + " (train.bin, test.bin): run `train_demo tokenizer` first, "
+                   "from the repository root (scripts/train_models.sh runs every step in order)";
         });
         if (what == "model") return make_model(names[0], options);
         if (what == "glide") return make_glide(names[0], options);

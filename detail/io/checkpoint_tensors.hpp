@@ -98,6 +98,15 @@ SPECDEC_INLINE CheckpointTensors CheckpointTensors::open_file(const std::filesys
 SPECDEC_INLINE CheckpointTensors CheckpointTensors::open_folder(const std::filesystem::path& dir) {
     const std::filesystem::path single = dir / kSafetensorsName, index = dir / kSafetensorsIndexName;
     std::error_code ec;
+    if (!std::filesystem::exists(single, ec) && !std::filesystem::exists(index, ec))
+        // Older HF Llama folders hold only PyTorch's pickles: say so, rather than "model.safetensors: cannot open".
+        for (const char* pickle : {"pytorch_model.bin", "pytorch_model.bin.index.json", "consolidated.00.pth"})
+            if (std::filesystem::exists(dir / pickle, ec))
+                detail::fail("checkpoint",
+                             (dir / pickle).string() + ": PyTorch weights (a pickle), which specdec does not read "
+                             "(unpickling can run code), and the folder has no model.safetensors; hint: convert them "
+                             "where PyTorch is installed: AutoModelForCausalLM.from_pretrained(dir).save_pretrained(dir) "
+                             "writes safetensors");
     if (std::filesystem::exists(single, ec) || !std::filesystem::exists(index, ec)) return open_file(single);
     return open_index(index);
 }

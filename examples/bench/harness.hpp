@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <span>
@@ -80,7 +81,8 @@ inline int to_int(const std::string& flag, const std::string& v, int lo) {
     char* end = nullptr;
     const long n = std::strtol(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || n < lo || n > 1'000'000)
-        detail::fail("bench", "argument " + flag + " = '" + v + "': expected an integer >= " + std::to_string(lo));
+        detail::fail("bench", "argument " + flag + " = '" + v + "': expected an integer in [" + std::to_string(lo) +
+                                  ", 1000000]");
     return static_cast<int>(n);
 }
 
@@ -106,6 +108,11 @@ inline Args parse_args(int argc, char** argv, Args a = {}) {
             a.help = true;
             return a;
         }
+        static constexpr const char* kFlags[] = {"--methods", "--models",  "--prompts", "--n-prompts",     "--max-new",
+                                                 "--repeats", "--threads", "--temperatures", "--out",     "--check-lossless",
+                                                 "--seed",    "--target-scale", "--split"};
+        if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags))  // named before its value is
+            detail::fail("bench", "unknown argument '" + flag + "'\n" + kUsage);       // looked for
         if (i + 1 >= argc) detail::fail("bench", "argument " + flag + " needs a value\n" + kUsage);
         const std::string v = argv[++i];
         if (flag == "--methods") a.methods = v;

@@ -26,6 +26,6 @@
 int main(int argc, char** argv) {
     return specdec::bench::run_main(argc, argv, specdec::bench::registry(), {.methods = "examples/bench/methods.json"});
 }
-// Run: ./build/specdec_bench   (about a minute on 2 cores with the demo models; --repeats 1 --n-prompts 5 for a smoke test)
+// Run from the repository root: ./build/release/specdec_bench   (about a minute on 2 cores with the demo models; --repeats 1 --n-prompts 5 for a smoke test)
 // Prints the setup, then one row per method and temperature: tau, acceptance, tokens/s and speedup with
 // their spread, SWI, expected speedup (chains), draft share, and "greedy identity measured: 20/20 prompts identical to autoregressive" at T = 0.

@@ -91,10 +91,20 @@ public:
                 values_[name] = "";
                 continue;
             }
+            if (values_.count(name) != 0)  // last-wins would drop the first silently: which one was meant?
+                throw UsageError("option '--" + name + "' is given twice ('" + values_[name] + "' and '" +
+                                 (inline_value ? *inline_value : i + 1 < argc ? std::string(argv[i + 1]) : std::string()) + "')");
             if (inline_value) {
                 values_[name] = *inline_value;
             } else {
                 if (i + 1 >= argc) throw UsageError("option '--" + name + "' needs a value (" + f->value + ")");
+                // `--target --prompt x` is a forgotten value, not a target named "--prompt": a value that is
+                // one of the flags is refused (a value that really starts with -- goes as --name=VALUE).
+                const std::string_view next = argv[i + 1];
+                if (next == "--help" || next == "-h" ||
+                    (next.substr(0, 2) == "--" && find(flags, std::string(next.substr(2, next.find('=') - 2))) != nullptr))
+                    throw UsageError("option '--" + name + "' needs a value (" + f->value + "), found the option '" +
+                                     std::string(next) + "'; a value that starts with -- goes as --" + name + "=VALUE");
                 values_[name] = argv[++i];
             }
         }
@@ -136,7 +146,8 @@ public:
             throw UsageError("option '--" + name + "': '" + s + "' is not a non-negative integer");
         return v;
     }
-    double number(const std::string& name, double fallback, double lo, double hi) const {
+    /// `lo_open`: lo itself is outside the range, (lo, hi] (top-p's nucleus mass).
+    double number(const std::string& name, double fallback, double lo, double hi, bool lo_open = false) const {
         const auto it = values_.find(name);
         if (it == values_.end()) return fallback;
         const std::string& s = it->second;
@@ -149,8 +160,9 @@ public:
         }
         if (used == 0 || used != s.size() || !std::isfinite(v))
             throw UsageError("option '--" + name + "': '" + s + "' is not a number");
-        if (v < lo || v > hi)
-            throw UsageError("option '--" + name + "': " + s + " is outside [" + trim(lo) + ", " + trim(hi) + "]");
+        if (v < lo || (lo_open && v == lo) || v > hi)
+            throw UsageError("option '--" + name + "': " + s + " is outside " + (lo_open ? "(" : "[") + trim(lo) + ", " +
+                             trim(hi) + "]");
         return v;
     }
     /// A comma-separated list of integers in [lo, hi], e.g. "2,2,1".

@@ -200,7 +200,7 @@ inline int run_generate(const Args& args) {
     GenerateOptions opts;
     opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 0, 1 << 20));
     opts.sampling.temperature = static_cast<float>(args.number("temperature", 0.0, 0.0, 1e6));
-    opts.sampling.top_p = static_cast<float>(args.number("top-p", 1.0, 1e-9, 1.0));
+    opts.sampling.top_p = static_cast<float>(args.number("top-p", 1.0, 0.0, 1.0, /*lo_open=*/true));
     opts.sampling.top_k = static_cast<int>(args.integer("top-k", 0, 0, 1 << 30));
     opts.seed = args.unsigned64("seed", 0);
     ThreadPool pool(static_cast<int>(args.integer("threads", 1, 0, 1024)));
@@ -210,8 +210,28 @@ inline int run_generate(const Args& args) {
     const LoadOptions in_place{.defer_matrices = true};
     LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{}, in_place);
     detail::require(target.vocab.present(), "cli", [&] {
-        return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH";
+        const bool spm = fs::is_directory(target_path) && fs::exists(target_path / "tokenizer.model");
+        return target_path.string() + ": no tokenizer found beside the model" +
+               (spm ? std::string(" (its tokenizer.model, SentencePiece's protobuf, is not read here: HF's "
+                                  "tokenizers library writes the same tokenizer as tokenizer.json)")
+                    : std::string()) +
+               "; give one with --tokenizer PATH";
     });
+    {  // another model's tokenizer decodes the model's ids into another text, silently: compare the sizes
+        const int n_tok = target.vocab.size(), n_model = target.checkpoint.config.vocab_size;
+        const std::string tok_name = target.tokenizer_path.empty() ? "the tokenizer in " + target_path.string()
+                                                                   : "the tokenizer " + target.tokenizer_path.string();
+        detail::require(n_tok <= n_model, "cli", [&] {
+            return tok_name + " has " + std::to_string(n_tok) + " tokens, more than the vocab_size " +
+                   std::to_string(n_model) + " of the model " + target_path.string() +
+                   ": it is not this model's tokenizer; give the model's own with --tokenizer PATH";
+        });
+        if (n_tok < n_model)  // padding rows are legitimate; a far smaller tokenizer is likely the wrong one
+            std::fprintf(stderr,
+                         "specdec: warning: %s has %d tokens, the model %s has vocab_size %d: ids %d..%d have no text "
+                         "(printed as <token N>); is it this model's tokenizer?\n",
+                         tok_name.c_str(), n_tok, target_path.string().c_str(), n_model, n_tok, n_model - 1);
+    }
     const long widest = bench::draft_nodes(spec);  // the drafter's scratch holds a catch-up chain before the tree
     const ModelOptions model_opts{.max_tree_nodes = static_cast<int>(std::max(256L, 2 * widest + 8)), .pool = &pool};
     bench::Models models;

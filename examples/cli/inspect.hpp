@@ -80,6 +80,7 @@ inline void print_tensors(const std::vector<TensorRow>& rows, const std::string&
 inline std::vector<fs::path> safetensors_files(const fs::path& dir) {
     if (fs::exists(dir / "model.safetensors")) return {dir / "model.safetensors"};
     const fs::path index = dir / "model.safetensors.index.json";
+    if (!fs::exists(index)) (void)CheckpointTensors::open_folder(dir);  // names PyTorch weights where they are
     detail::require(fs::exists(index), "cli", [&] {
         return dir.string() + ": neither model.safetensors nor model.safetensors.index.json is here";
     });

@@ -210,3 +210,21 @@ TEST_CASE("a feature drafter trained against the widened target is kept, one tra
     CHECK(widened.target_hash == target_config_hash(wide.config));
     CHECK_NOTHROW(check_feature_pair(widened, wide.config));
 }
+
+TEST_CASE("the benchmark's flags are refused by name: unknown, without a value, out of range", "[bench][harness]") {
+    const auto parse = [](std::vector<std::string> words) {
+        words.insert(words.begin(), "specdec_bench");
+        std::vector<char*> argv;
+        for (std::string& w : words) argv.push_back(w.data());
+        return bench::harness::parse_args(static_cast<int>(argv.size()), argv.data());
+    };
+    // An unknown flag is named as unknown, whether a word follows it or not.
+    CHECK_THROWS_WITH(parse({"--bogus"}), Catch::StartsWith("[specdec.bench] unknown argument '--bogus'"));
+    CHECK_THROWS_WITH(parse({"--bogus", "3"}), Catch::StartsWith("[specdec.bench] unknown argument '--bogus'"));
+    CHECK_THROWS_WITH(parse({"--n-prompts"}), Catch::StartsWith("[specdec.bench] argument --n-prompts needs a value"));
+    // The bound a count may not pass is named with the one below.
+    CHECK_THROWS_WITH(parse({"--seed", "12345678"}),
+                      Catch::StartsWith("[specdec.bench] argument --seed = '12345678': expected an integer in [0, 1000000]"));
+    CHECK_THROWS_WITH(parse({"--repeats", "0"}), Catch::Contains("expected an integer in [1, 1000000]"));
+    CHECK(parse({"--n-prompts", "3", "--seed", "7"}).n_prompts == 3);
+}

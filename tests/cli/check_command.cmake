@@ -176,6 +176,47 @@ elseif(CASE STREQUAL "errors")
         expect_rc(2 "${rc}" "${err}" "specdec ${args}")
         expect_match("^specdec( [a-z]+)?: .+\n|^usage: specdec" "${err}" "specdec ${args}'s message")
     endforeach()
+    # An HF folder of PyTorch weights: inspect names them, as generate does (load_checkpoint).
+    run_specdec(out err rc inspect tests/data/malformed/checkpoint/pytorch_model_bin)
+    expect_rc(1 "${rc}" "${err}" "inspect a folder of PyTorch weights")
+    expect_match("\\[specdec\\.checkpoint\\] tests/data/malformed/checkpoint/pytorch_model_bin/pytorch_model\\.bin: PyTorch weights"
+        "${err}" "inspect a folder of PyTorch weights")
+    # An HF folder with only SentencePiece's tokenizer.model: the message says it is not read, and what is.
+    file(REMOVE_RECURSE ${WORK}/spm_only)
+    file(COPY ${ROOT}/models/small/config.json ${ROOT}/models/small/model.safetensors DESTINATION ${WORK}/spm_only)
+    file(WRITE ${WORK}/spm_only/tokenizer.model "not read")
+    run_specdec(out err rc generate --target ${WORK}/spm_only --prompt x)
+    expect_rc(1 "${rc}" "${err}" "a folder with tokenizer.model only")
+    expect_match("spm_only: no tokenizer found beside the model \\(its tokenizer.model, SentencePiece's protobuf, is not read here"
+        "${err}" "a folder with tokenizer.model only")
+    # A forgotten value is not filled with the next flag, a flag given twice is not last-wins, and a range
+    # open at one end says so.
+    foreach(args_and_regex "generate;--target;--prompt;x|option '--target' needs a value \\(PATH\\), found the option '--prompt'"
+                           "generate;--target;models/target;--prompt;--no-baseline|option '--prompt' needs a value \\(TEXT\\), found the option '--no-baseline'"
+                           "generate;--target;models/target;--draft;--help;--prompt;x|option '--draft' needs a value \\(PATH\\), found the option '--help'"
+                           "generate;--target;models/target;--prompt;a;--prompt;b|option '--prompt' is given twice \\('a' and 'b'\\)"
+                           "generate;--target;models/target;--target=models/small;--prompt;a|option '--target' is given twice"
+                           "generate;--target;models/target;--prompt;x;--top-p;0|option '--top-p': 0 is outside \\(0, 1\\]")
+        string(REPLACE "|" ";" parts "${args_and_regex}")
+        list(POP_BACK parts regex)
+        run_specdec(out err rc ${parts})
+        expect_rc(2 "${rc}" "${err}" "specdec ${parts}")
+        expect_match("^specdec generate: ${regex}" "${err}" "specdec ${parts}")
+    endforeach()
+    run_specdec(out err rc generate --target models/target --prompt=--x --max-new-tokens 2 --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "a prompt starting with -- given as --prompt=TEXT")
+    expect_match("^--x" "${out}" "a prompt starting with -- given as --prompt=TEXT")
+    # Another model's tokenizer: more tokens than the model's rows is refused; fewer is warned about (its
+    # ids past the tokenizer print as <token N>), since padded embedding rows are legitimate.
+    run_specdec(out err rc generate --target models/small --tokenizer tests/data/tokenizers/mistral.tokenizer.json --prompt a)
+    expect_rc(1 "${rc}" "${err}" "a tokenizer larger than the model's vocabulary")
+    expect_match("^specdec: \\[specdec\\.cli\\] the tokenizer tests/data/tokenizers/mistral\\.tokenizer\\.json has 32000 tokens, more than the vocab_size 4096 of the model models/small"
+        "${err}" "a tokenizer larger than the model's vocabulary")
+    run_specdec(out err rc generate --target models/target --tokenizer tests/data/tokenizers/sp_tiny.tokenizer.json --prompt a
+        --max-new-tokens 2 --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "a tokenizer smaller than the model's vocabulary")
+    expect_match("specdec: warning: the tokenizer tests/data/tokenizers/sp_tiny\\.tokenizer\\.json has 296 tokens, the model models/target has vocab_size 4096: ids 296\\.\\.4095 have no text"
+        "${err}" "a tokenizer smaller than the model's vocabulary")
     run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
     expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
     run_specdec(out err rc generat --target models/target --prompt x)

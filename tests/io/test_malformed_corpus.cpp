@@ -88,6 +88,8 @@ const std::vector<Case> kCorpus = {
     {"checkpoint/tie_not_bool", Loader::kCheckpoint, {"[specdec.checkpoint]", "field 'tie_word_embeddings': expected a bool, found string \"yes\""}},
     {"checkpoint/missing_vocab_size", Loader::kCheckpoint, {"missing field 'vocab_size'"}},
     {"checkpoint/config_is_a_directory", Loader::kCheckpoint, {"config.json: is a directory, not a file"}},
+    {"checkpoint/pytorch_model_bin", Loader::kCheckpoint,
+     {"[specdec.checkpoint]", "pytorch_model.bin: PyTorch weights (a pickle)", "no model.safetensors", "save_pretrained"}},
     {"checkpoint/layers_mismatch", Loader::kCheckpoint, {"num_hidden_layers = 2", "tensors for 1 layers"}},
     {"checkpoint/one_tensor_claims_2e31_layers", Loader::kCheckpoint,
      {"num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},

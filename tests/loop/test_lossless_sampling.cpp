@@ -69,6 +69,11 @@ TEST_CASE("sampled output follows the target's distribution for every lossless a
         CAPTURE(r.statistic, r.dof);
         CHECK(r.statistic < check::chi_square_critical(r.dof));
     }
+    SECTION("the dynamic fork (improved MCSD, App. A.1: chains below siblings drawn without replacement) + MultiDraftSampling") {
+        const auto r = check_composition(DynamicFork<>{.width = 3, .max_depth = 2}, MultiDraftSampling{}, s);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
     SECTION("top-k tree + SampleAndMatch") {
         const auto r = check_composition(KAryTree{{2, 2}, DrawPolicy::kTopK}, SampleAndMatch{}, s);
         CAPTURE(r.statistic, r.dof);
@@ -137,9 +142,11 @@ namespace {
 /// A chain acceptor as a student writes it from Leviathan et al. 2023, Alg. 1 and the random
 /// coordinates of docs/writing_a_policy.md: the coin of the child of `node` is uniform(node, 0), the
 /// final draw at the path's end uniform(node, kBonusCoin). With `residual = false` it draws from p after
-/// a rejection instead of norm(max(0, p - q)): the classic bug, lossy.
+/// a rejection instead of norm(max(0, p - q)): the classic bug, lossy. With `bonus_at_leaf = false` the
+/// bonus after a fully accepted chain comes from the root's row: lossy only where a whole chain is kept.
 struct HandWrittenChain {
     bool residual = true;
+    bool bonus_at_leaf = true;  // false: after a fully accepted chain the bonus is drawn from the root's row
     AcceptResult accept(const Tree& tree, Rows logits, const StepContext& ctx) const {
         if (ctx.sampling.greedy()) return greedy_walk(tree, logits);
         std::vector<float> p(logits.cols);
@@ -148,7 +155,10 @@ struct HandWrittenChain {
         for (;;) {
             processed_probs(logits.row(node), ctx.sampling, p);
             const std::vector<int> kids = tree.children(node);
-            if (kids.empty()) break;
+            if (kids.empty()) {
+                if (!bonus_at_leaf) processed_probs(logits.row(0), ctx.sampling, p);
+                break;
+            }
             const int x = tree[kids[0]].token;
             const std::span<const float> q = tree.child_dist(node);
             if (ctx.rng.uniform(static_cast<std::uint32_t>(node), 0) < p[x] / q[x]) {
@@ -233,4 +243,92 @@ TEST_CASE("check_lossless reports no power for a composition that drafts nothing
     CHECK(r.lossless());
     CHECK_FALSE(r.powered());  // AcceptEveryDraft has no draft to keep: the control is lossless too
     CHECK(r.to_string().find("NOT caught") != std::string::npos);
+}
+
+TEST_CASE("the bonus after a fully accepted path enters the two-token law only for a chain of one", "[lossless][sampling][slow]") {
+    // The law of the first two tokens sees the bonus drawn below a fully accepted path only when that
+    // path is one draft long: a chain of 3 (the sections above) never shows it. A chain of one does, and
+    // catches a bonus drawn from the wrong row, which a chain of 3 passes.
+    const Sampling s{.temperature = 1.0f};
+    const auto law = [&](int gamma, HandWrittenChain acceptor) {
+        Models m;
+        const std::vector<int> prompt{1, 4, 2};
+        const check::Law expected = check::exact_two_token_law(m.target, prompt, s);
+        const check::Counts observed = check::sampled_two_token_law(
+            m.target, [&] { return check::Composition{ModelProposer(m.draft), Chain{.gamma = gamma}, acceptor}; }, prompt, s,
+            kRuns);
+        const check::ChiSquare r = check::chi_square(observed, expected, kRuns);
+        REQUIRE(r.dof >= 8);
+        return r;
+    };
+    SECTION("a chain of one with the bonus at the leaf, SpeculativeSampling's rule, passes") {
+        const check::ChiSquare r = law(1, HandWrittenChain{});
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
+    SECTION("a chain of one catches the bonus drawn from the root's row") {
+        const check::ChiSquare r = law(1, HandWrittenChain{.bonus_at_leaf = false});
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic > check::chi_square_critical(r.dof));
+    }
+    SECTION("a chain of 3 does not see that bug: its first two tokens never hold the bonus of a full chain") {
+        const check::ChiSquare r = law(3, HandWrittenChain{.bonus_at_leaf = false});
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
+}
+
+TEST_CASE("drafters that read the target keep its law in chains and sampled trees", "[lossless][sampling][slow]") {
+    // GLIDE reads the target's KV cache, EDD its hidden states, EAGLE its features: however a draft was
+    // computed, it must carry the law it was drawn from. The command and the harness run each of these
+    // at T > 0 (specdec generate --method edd, --method sd or tree with a GLIDE or feature drafter).
+    // Chains of one and of 3 (the bonus of a full chain, the residuals below accepted drafts) under
+    // SpeculativeSampling, and siblings drawn without replacement under MultiDraftSampling.
+    const int shape = GENERATE(0, 1, 2);  // a chain of 1, a chain of 3, a (3, 2) tree of sampled siblings
+    CAPTURE(shape);
+    const Sampling s{.temperature = 1.0f};
+    Models m;
+    const std::vector<int> prompt{1, 4, 2};
+    const check::Law expected = check::exact_two_token_law(m.target, prompt, s);
+    const auto law_of = [&](auto& proposer) {
+        TreeVerifier verifier;
+        check::Counts observed;
+        if (shape < 2) {
+            Chain builder{.gamma = shape == 0 ? 1 : 3};
+            SpeculativeSampling acceptor;
+            observed = check::sampled_two_token_law(m.target, proposer, builder, verifier, acceptor, prompt, s, kRuns);
+        } else {
+            KAryTree builder{{3, 2}, DrawPolicy::kSampleWithoutReplacement};
+            MultiDraftSampling acceptor;
+            observed = check::sampled_two_token_law(m.target, proposer, builder, verifier, acceptor, prompt, s, kRuns);
+        }
+        const check::ChiSquare r = check::chi_square(observed, expected, kRuns);
+        REQUIRE(r.dof >= 8);
+        return r;
+    };
+    SECTION("GLIDE: cross-attention into the target's cache") {
+        const Config draft{.hidden_size = 16, .intermediate_size = 24, .num_hidden_layers = 1, .num_attention_heads = 2,
+                           .num_key_value_heads = 1, .vocab_size = kVocab, .max_position_embeddings = 128,
+                           .tie_word_embeddings = true};
+        const GlideConfig cfg = glide_config_for(draft, m.cfg);
+        GlideModel glide(cfg, random_glide_weights(cfg, 5, 0.3f), m.target);
+        ModelProposer proposer(glide);
+        const check::ChiSquare r = law_of(proposer);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
+    SECTION("EDD: the target's hidden states as a soft prompt") {
+        CpuModel drafter{edd_drafter_config(m.cfg), random_weights(edd_drafter_config(m.cfg), 78, 0.3f)};
+        EddProposer proposer(m.target, drafter, edd_hidden_layer(m.cfg));
+        const check::ChiSquare r = law_of(proposer);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
+    SECTION("EAGLE: the target's features through the FC connector") {
+        FeatureDrafter drafter(initial_feature_drafter(m.cfg, m.w, Connector::kFc, false, 9, 0.3f));
+        FeatureProposer proposer(m.target, drafter);
+        const check::ChiSquare r = law_of(proposer);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
 }

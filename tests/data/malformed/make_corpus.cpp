@@ -155,6 +155,9 @@ void checkpoint_cases() {
     write("checkpoint/tie_not_bool/config.json", config_json("tie_word_embeddings", "\"yes\""));
     write("checkpoint/missing_vocab_size/config.json", config_json("vocab_size", ""));
     write("checkpoint/config_is_a_directory/config.json/.gitkeep", "");
+    // PyTorch's pickled weights instead of safetensors (older HF Llama folders): named, never unpickled.
+    write("checkpoint/pytorch_model_bin/config.json", config_json());
+    write("checkpoint/pytorch_model_bin/pytorch_model.bin", "PK\x03\x04 a pickle in a zip: never opened");
     // Weights that disagree with their config.json.
     const Config c = tiny_llama();
     save_checkpoint(kRoot / "checkpoint/layers_mismatch", c, random_weights(c, 1, 0.3f));
