@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -771,7 +772,18 @@ SPECDEC_INLINE std::optional<GgufTokenizer> GgufTokenizer::from_gguf(const GgufF
     GgufTokenizer t;
     t.types_.assign(n, 1);
     if (const std::vector<double>* types = numbers("tokenizer.ggml.token_type", false))
-        for (std::size_t i = 0; i < n; ++i) t.types_[i] = static_cast<int>((*types)[i]);
+        for (std::size_t i = 0; i < n; ++i) {
+            // llama.cpp's llama_token_type: 0 undefined .. 6 byte. Checked before the cast (a float array's
+            // 1e30 or NaN would make it undefined), and so that a corrupt type is not read as "normal".
+            const double v = (*types)[i];
+            if (!(v >= 0.0 && v <= 6.0) || v != std::floor(v)) {
+                char shown[32];
+                std::snprintf(shown, sizeof shown, "%g", v);
+                bad("tokenizer.ggml.token_type", "holds " + std::string(shown) + " for token " + std::to_string(i) +
+                                                     "; llama.cpp's token types are 0..6 (1 normal, 3 control, 6 byte)");
+            }
+            t.types_[i] = static_cast<int>(v);
+        }
     const GgufValue* pre = file.find("tokenizer.ggml.pre");
     if (pre != nullptr && pre->type != GgufValueType::kString) bad("tokenizer.ggml.pre", "is not a string");
     t.pre_ = pre ? pre->string : "default";

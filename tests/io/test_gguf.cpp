@@ -363,5 +363,18 @@ TEST_CASE("a byte-level tokenizer and a llama2.c tokenizer survive GGUF export a
             CHECK(m.tokenizer->encode(s) == want);
             CHECK(m.tokenizer->decode(want) == s);
         }
+        // A token type outside llama.cpp's 0..6 is refused by name, not read as some type: the key, then
+        // its array's element type (i32) and count, then token 5's value.
+        std::string bytes = detail::read_text_file(p, "test");
+        const std::string key = "tokenizer.ggml.token_type";
+        const std::size_t at = bytes.find(key);
+        REQUIRE(at != std::string::npos);
+        const std::size_t value5 = at + key.size() + 4 + 4 + 8 + 5 * 4;
+        const std::int32_t bad = 77;
+        std::memcpy(bytes.data() + value5, &bad, 4);
+        const fs::path q = scratch("tok_spm_bad_type.gguf");
+        std::ofstream(q, std::ios::binary) << bytes;
+        CHECK_THROWS_WITH(load_gguf(q), Catch::Contains("[specdec.gguf]") && Catch::Contains("tokenizer.ggml.token_type") &&
+                                            Catch::Contains("holds 77 for token 5"));
     }
 }
