@@ -278,7 +278,8 @@ TEST_CASE("the bonus after a fully accepted path enters the two-token law only f
     }
 }
 
-TEST_CASE("drafters that read the target keep its law in chains and sampled trees", "[lossless][sampling][slow]") {
+TEST_CASE("drafters that read the target or pad a smaller vocabulary keep its law in chains and sampled trees",
+          "[lossless][sampling][slow]") {
     // GLIDE reads the target's KV cache, EDD its hidden states, EAGLE its features: however a draft was
     // computed, it must carry the law it was drawn from. The command and the harness run each of these
     // at T > 0 (specdec generate --method edd, --method sd or tree with a GLIDE or feature drafter).
@@ -327,6 +328,22 @@ TEST_CASE("drafters that read the target keep its law in chains and sampled tree
     SECTION("EAGLE: the target's features through the FC connector") {
         FeatureDrafter drafter(initial_feature_drafter(m.cfg, m.w, Connector::kFc, false, 9, 0.3f));
         FeatureProposer proposer(m.target, drafter);
+        const check::ChiSquare r = law_of(proposer);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
+    SECTION("FSPAD: the target's features through the Feature Sampler, with PAD") {
+        FeatureDrafter drafter(initial_feature_drafter(m.cfg, m.w, Connector::kSampler, true, 10, 0.3f));
+        FeatureProposer proposer(m.target, drafter);
+        const check::ChiSquare r = law_of(proposer);
+        CAPTURE(r.statistic, r.dof);
+        CHECK(r.statistic < check::chi_square_critical(r.dof));
+    }
+    SECTION("a drafter of the target's first 5 ids padded to its 6, q = 0 on the tail (the residual carries it)") {
+        const Config small = test::tiny_config(true, kVocab - 1);
+        CpuModel drafter(small, random_weights(small, 79, 0.3f));
+        ModelProposer inner(drafter);
+        PaddedVocabProposer proposer(inner, kVocab);
         const check::ChiSquare r = law_of(proposer);
         CAPTURE(r.statistic, r.dof);
         CHECK(r.statistic < check::chi_square_critical(r.dof));
