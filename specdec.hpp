@@ -104,6 +104,7 @@
 #include "detail/model/thread_pool.hpp"               // defines: ThreadPool (the parallel loops' workers; the caller owns it)
 #include "detail/model/matmul.hpp"                    // defines: matmul, matmul_reference, dot, axpy, cpu_features
 #include "detail/model/huge_pages.hpp"                // defines: HugePageAllocator, HugeVector (weights and KV cache on 2 MiB pages)
+#include "detail/model/memory_budget.hpp"             // defines: available_memory_bytes, require_memory (asked before a model packs its matrices)
 #include "detail/model/deferred_matrices.hpp"         // defines: LoadOptions, DeferredMatrices, MatrixRows, RowRef (matrices packed from the mapped file)
 #include "detail/model/panel_matmul.hpp"              // defines: PanelMatrix, panel_matmul, panels_available
 #include "detail/model/config.hpp"                    // defines: Config (HF LlamaConfig fields)

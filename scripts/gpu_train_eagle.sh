@@ -22,8 +22,9 @@
 #   3. its tau and speedup on the GPU: bench_cuda_spec for the demo target and the 7B-cost one, EAGLE-2
 #      60/6/10 with the GPU-trained drafter beside the shipped CPU-trained ones (EAGLE, FSPAD; widened with
 #      the target), chain 4 with the small drafter, and plain decoding -> spec.csv, spec.md
-#   4. the EAGLE layout's golden logits (scripts/make_eagle_golden.py, needs torch) -> logits.json, to
-#      commit as tests/data/eagle_golden/logits.json
+#   4. the EAGLE layout's golden logits again (scripts/make_eagle_golden.py, needs torch) -> logits.json: where
+#      transformers is installed its LlamaDecoderLayer cross-checks the plain forward (the committed file
+#      was written on a CPU without transformers); commit it if its cross_check line names transformers
 #   5. with the time left, the token-level drafters on the GPU, 100 steps each: train_demo model small,
 #      edd edd, glide glide --device cuda --steps 100 -> <kind>_train_log.json (held-out loss of the
 #      shipped bf16 checkpoint, measured on the CPU, tokens/s, MFU), beside the same 100 steps on the CPU

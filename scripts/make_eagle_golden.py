@@ -15,7 +15,8 @@ inputs.json. Everything runs in float64 over the file's float32 weights. Where t
 importable, its LlamaDecoderLayer (input_layernorm replaced by an identity, as vLLM does) is run on the
 same input as a second, independent reference, and both must agree.
 
-Needs torch and safetensors (the GPU machine; CI needs only the JSON it writes):
+Needs torch (Debian's python3-torch, or pip's torch; safetensors is used where installed, else a reader
+here); CI needs only the JSON it writes. Nothing here needs a GPU: it runs in float64 on the CPU.
 
     python3 scripts/make_eagle_golden.py tests/data/eagle_golden
 """
@@ -24,8 +25,29 @@ import math
 import os
 import sys
 
+import struct
+
 import torch
-from safetensors.torch import load_file
+
+try:
+    from safetensors.torch import load_file
+except ImportError:  # Debian's python3-torch comes without it: the format is a JSON header and raw little-endian data
+
+    def load_file(path):
+        dtypes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16, "F64": torch.float64}
+        with open(path, "rb") as f:
+            data = f.read()
+        (n,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8 : 8 + n])
+        out = {}
+        for name, t in header.items():
+            if name == "__metadata__":
+                continue
+            begin, end = t["data_offsets"]
+            raw = bytearray(data[8 + n + begin : 8 + n + end])  # writable: frombuffer shares the memory
+            out[name] = torch.frombuffer(raw, dtype=dtypes[t["dtype"]]).reshape(t["shape"]).clone()
+        return out
+
 
 
 def rms_norm(x, weight, eps):

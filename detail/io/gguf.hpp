@@ -1027,6 +1027,11 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     const std::int64_t fallback_vocab = tokens && tokens->is_array() ? static_cast<std::int64_t>(tokens->size())
                                         : embd && embd->dims.size() >= 2 ? embd->dims[1] : 0;
     c.vocab_size = integer("llama.vocab_size", fallback_vocab > 0 ? std::optional<std::int64_t>(fallback_vocab) : std::nullopt);
+    // The head size and the RoPE check below derive from embedding_length: a wrong one is named here, by
+    // the tensor that contradicts it, rather than as a RoPE or head mismatch further on.
+    if (embd != nullptr && !embd->dims.empty() && embd->dims[0] != c.hidden_size)
+        bad("llama.embedding_length", "is " + std::to_string(c.hidden_size) + "; tensor 'token_embd.weight' has rows of " +
+                                          std::to_string(embd->dims[0]) + " values");
     // The head size: llama.cpp's n_embd_head_k / _v (attention.key_length / value_length, defaulting to
     // embedding_length / head_count); specdec's attention has one hd for q, k and v, and RoPE turns all of
     // it (llama.cpp's llama requires rope.dimension_count == key_length too).

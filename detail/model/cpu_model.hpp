@@ -17,6 +17,7 @@
 #include "../core/error.hpp"
 #include "matmul.hpp"
 #include "huge_pages.hpp"
+#include "memory_budget.hpp"
 #include "kv_cache.hpp"
 #include "panel_matmul.hpp"
 #include "row_ops.hpp"
@@ -669,7 +670,6 @@ SPECDEC_INLINE void CpuModel::capture(int layer, const std::vector<float>& state
 SPECDEC_INLINE void CpuModel::prepare_matrices() {
     const int D = cfg_.hidden_size, Fw = cfg_.intermediate_size, qd = cfg_.num_attention_heads * cfg_.head_dim();
     const int kvd = cfg_.kv_dim();
-    const auto make = detail::matrix_maker(opt_);
     fused_.resize(2 * static_cast<std::size_t>(cfg_.num_hidden_layers));
     mats_.resize(cfg_.num_hidden_layers);
     // A tensor in memory, or the rows a loader left in its file (validate() vouched for one of them).
@@ -677,22 +677,44 @@ SPECDEC_INLINE void CpuModel::prepare_matrices() {
         const MatrixRows* in_file = t.empty() && w_.deferred ? w_.deferred->find(name) : nullptr;
         return in_file != nullptr ? detail::MatrixPart(in_file, rows) : detail::MatrixPart(&t);
     };
+    struct Job {
+        detail::Matrix* out;
+        std::vector<float>* store;
+        std::vector<detail::MatrixPart> parts;
+        int m, k;
+    };
+    std::vector<Job> jobs;
     for (int l = 0; l < cfg_.num_hidden_layers; ++l) {
         const LayerWeights& lw = w_.layers[l];
         const std::string p = "model.layers." + std::to_string(l) + ".";
-        mats_[l].qkv = make(&fused_[2 * l],
-                            {part(lw.wq, p + "self_attn.q_proj.weight", qd), part(lw.wk, p + "self_attn.k_proj.weight", kvd),
-                             part(lw.wv, p + "self_attn.v_proj.weight", kvd)},
-                            qd + 2 * kvd, D);
-        mats_[l].wo = make(nullptr, {part(lw.wo, p + "self_attn.o_proj.weight", D)}, D, qd);
-        mats_[l].gate_up = make(&fused_[2 * l + 1],
-                                {part(lw.w_gate, p + "mlp.gate_proj.weight", Fw), part(lw.w_up, p + "mlp.up_proj.weight", Fw)},
-                                2 * Fw, D);
-        mats_[l].down = make(nullptr, {part(lw.w_down, p + "mlp.down_proj.weight", cfg_.down_rows(l))}, cfg_.down_rows(l), Fw);
+        jobs.push_back({&mats_[l].qkv, &fused_[2 * l],
+                        {part(lw.wq, p + "self_attn.q_proj.weight", qd), part(lw.wk, p + "self_attn.k_proj.weight", kvd),
+                         part(lw.wv, p + "self_attn.v_proj.weight", kvd)},
+                        qd + 2 * kvd, D});
+        jobs.push_back({&mats_[l].wo, nullptr, {part(lw.wo, p + "self_attn.o_proj.weight", D)}, D, qd});
+        jobs.push_back({&mats_[l].gate_up, &fused_[2 * l + 1],
+                        {part(lw.w_gate, p + "mlp.gate_proj.weight", Fw), part(lw.w_up, p + "mlp.up_proj.weight", Fw)}, 2 * Fw, D});
+        jobs.push_back({&mats_[l].down, nullptr, {part(lw.w_down, p + "mlp.down_proj.weight", cfg_.down_rows(l))}, cfg_.down_rows(l), Fw});
     }
-    head_ = make(nullptr, {cfg_.tie_word_embeddings ? part(w_.embed, "model.embed_tokens.weight", cfg_.vocab_size)
-                                                    : part(w_.lm_head, "lm_head.weight", cfg_.vocab_size)},
-                 cfg_.vocab_size, D);
+    jobs.push_back({&head_, nullptr,
+                    {cfg_.tie_word_embeddings ? part(w_.embed, "model.embed_tokens.weight", cfg_.vocab_size)
+                                              : part(w_.lm_head, "lm_head.weight", cfg_.vocab_size)},
+                    cfg_.vocab_size, D});
+    // The copies make_matrix will make (all but a float32 matrix used in place), asked for before any is made.
+    const bool bf = opt_.weight_format == WeightFormat::kBF16, panels = opt_.panels && !opt_.reference && panels_available();
+    std::int64_t copied = 0;
+    for (const Job& j : jobs)
+        if (panels || bf || j.parts.size() > 1 || j.parts[0].values == nullptr)
+            copied += std::int64_t{j.m} * j.k * (bf ? 2 : 4);
+    detail::require_memory(copied, detail::available_memory_bytes(), "model",
+                           "the " + std::string(bf ? "bf16" : "float32") + " matrices of this model (hidden_size " +
+                               std::to_string(D) + ", intermediate_size " + std::to_string(Fw) + ", " +
+                               std::to_string(cfg_.num_hidden_layers) + " layers, " + std::to_string(copied / (bf ? 2 : 4)) +
+                               " weights)",
+                           bf ? "free memory, or a smaller model"
+                              : "bf16 matrices (ModelOptions::weight_format = WeightFormat::kBF16) take half, or free memory");
+    const auto make = detail::matrix_maker(opt_);
+    for (Job& j : jobs) *j.out = make(j.store, j.parts, j.m, j.k);
     w_.deferred.reset();  // packed: a loader's mapped file is no longer read
     inv_freq_ = rope_inverse_frequencies(cfg_);  // rope_scaling applied
 }

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -86,6 +87,16 @@ inline int to_int(const std::string& flag, const std::string& v, int lo) {
     return static_cast<int>(n);
 }
 
+/// A seed: any unsigned 64-bit integer, in decimal.
+inline std::uint64_t to_seed(const std::string& flag, const std::string& v) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+    if (v.empty() || v[0] == '-' || v[0] == '+' || *end != '\0' || errno == ERANGE)
+        detail::fail("bench", "argument " + flag + " = '" + v + "': expected an integer in [0, 2^64 - 1]");
+    return static_cast<std::uint64_t>(n);
+}
+
 inline std::vector<float> to_temperatures(const std::string& v) {
     std::vector<float> out;
     std::stringstream ss(v);
@@ -102,40 +113,40 @@ inline std::vector<float> to_temperatures(const std::string& v) {
 
 /// `defaults` holds the program's own defaults (specdec_bench: its methods.json); flags override them.
 inline Args parse_args(int argc, char** argv, Args a = {}) {
+    using Setter = void (*)(Args&, const std::string& flag, const std::string& value);
+    // Every flag and what it sets, in one list: the parser and the unknown-flag check read the same names.
+    static const std::vector<std::pair<std::string_view, Setter>> kFlags = {
+        {"--methods", [](Args& a, const std::string&, const std::string& v) { a.methods = v; }},
+        {"--models", [](Args& a, const std::string&, const std::string& v) { a.models = v; }},
+        {"--prompts", [](Args& a, const std::string&, const std::string& v) { a.prompts = v; }},
+        {"--n-prompts", [](Args& a, const std::string& f, const std::string& v) { a.n_prompts = to_int(f, v, 1); }},
+        {"--max-new", [](Args& a, const std::string& f, const std::string& v) { a.max_new = to_int(f, v, 1); }},
+        {"--repeats", [](Args& a, const std::string& f, const std::string& v) { a.repeats = to_int(f, v, 1); }},
+        {"--threads", [](Args& a, const std::string& f, const std::string& v) { a.threads = to_int(f, v, 0); }},
+        {"--temperatures", [](Args& a, const std::string&, const std::string& v) { a.temperatures = to_temperatures(v); }},
+        {"--out", [](Args& a, const std::string&, const std::string& v) { a.out = v; }},
+        {"--check-lossless", [](Args& a, const std::string& f, const std::string& v) { a.check_lossless = to_int(f, v, 1); }},
+        {"--seed", [](Args& a, const std::string& f, const std::string& v) { a.seed = to_seed(f, v); }},
+        {"--target-scale", [](Args& a, const std::string&, const std::string& v) {
+             (void)widen_preset(v);  // names the presets when v is not one
+             a.target_scale = v;
+         }},
+        {"--split", [](Args& a, const std::string&, const std::string& v) {
+             if (v != "all" && v != "val" && v != "test")
+                 detail::fail("bench", "argument --split = '" + v + "': expected all, val or test");
+             a.split = v;
+         }},
+    };
     for (int i = 1; i < argc; ++i) {
         const std::string flag = argv[i];
         if (flag == "--help" || flag == "-h") {
             a.help = true;
             return a;
         }
-        static constexpr const char* kFlags[] = {"--methods", "--models",  "--prompts", "--n-prompts",     "--max-new",
-                                                 "--repeats", "--threads", "--temperatures", "--out",     "--check-lossless",
-                                                 "--seed",    "--target-scale", "--split"};
-        if (std::find(std::begin(kFlags), std::end(kFlags), flag) == std::end(kFlags))  // named before its value is
-            detail::fail("bench", "unknown argument '" + flag + "'\n" + kUsage);       // looked for
-        if (i + 1 >= argc) detail::fail("bench", "argument " + flag + " needs a value\n" + kUsage);
-        const std::string v = argv[++i];
-        if (flag == "--methods") a.methods = v;
-        else if (flag == "--models") a.models = v;
-        else if (flag == "--prompts") a.prompts = v;
-        else if (flag == "--n-prompts") a.n_prompts = to_int(flag, v, 1);
-        else if (flag == "--max-new") a.max_new = to_int(flag, v, 1);
-        else if (flag == "--repeats") a.repeats = to_int(flag, v, 1);
-        else if (flag == "--threads") a.threads = to_int(flag, v, 0);
-        else if (flag == "--temperatures") a.temperatures = to_temperatures(v);
-        else if (flag == "--out") a.out = v;
-        else if (flag == "--check-lossless") a.check_lossless = to_int(flag, v, 1);
-        else if (flag == "--seed") a.seed = static_cast<std::uint64_t>(to_int(flag, v, 0));
-        else if (flag == "--target-scale") {
-            (void)widen_preset(v);  // names the presets when v is not one
-            a.target_scale = v;
-        }
-        else if (flag == "--split") {
-            if (v != "all" && v != "val" && v != "test")
-                detail::fail("bench", "argument --split = '" + v + "': expected all, val or test");
-            a.split = v;
-        }
-        else detail::fail("bench", "unknown argument '" + flag + "'\n" + kUsage);
+        const auto known = std::find_if(kFlags.begin(), kFlags.end(), [&](const auto& f) { return f.first == flag; });
+        if (known == kFlags.end()) detail::fail("bench", "unknown argument '" + flag + "'\n" + kUsage);  // named before
+        if (i + 1 >= argc) detail::fail("bench", "argument " + flag + " needs a value\n" + kUsage);    // its value is looked for
+        known->second(a, flag, argv[++i]);
     }
     return a;
 }
@@ -249,8 +260,11 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
                 GlideCheckpoint g = load_glide_checkpoint(dir / name);
                 if (!target_scale.empty()) g = widen_with_target(std::move(g), trained, m.target->config());
                 const Config shape = g.config.draft;
+                // The cross-attention's q and o projections (D x cross_dim each, per layer) are read too.
+                const long cross = g.config.glide_cross_attention
+                                       ? 2L * shape.num_hidden_layers * shape.hidden_size * g.config.cross_dim() : 0L;
                 m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
-                m.info.push_back({name, shape, matrix_params(shape)});
+                m.info.push_back({name, shape, matrix_params(shape) + cross});
             } else {
                 Checkpoint ck = load_checkpoint(dir / name);
                 detail::require(ck.config.vocab_size == m.target->vocab_size(), "bench", [&] {

@@ -211,6 +211,28 @@ TEST_CASE("a feature drafter trained against the widened target is kept, one tra
     CHECK_NOTHROW(check_feature_pair(widened, wide.config));
 }
 
+TEST_CASE("the parameters GLIDE's drafter reads per forward include its cross-attention's projections", "[bench][glide]") {
+    // SWI by parameters and GLIDE's c (Table 1) count what a forward reads: the cross-attention's q and
+    // o projections (hidden x heads x head_dim each, per layer) are read beside the plain layer's.
+    const fs::path repo = SPECDEC_SOURCE_DIR;
+    std::vector<bench::MethodSpec> methods;
+    for (const bench::MethodSpec& m : bench::load_methods(repo / "examples/bench/methods_glide.json"))
+        if (m.name.find("GLIDE") != std::string::npos || m.name.find("vanilla") != std::string::npos) methods.push_back(m);
+    ThreadPool pool(1);
+    const bench::Models models = bench::harness::load_models(repo / "models", methods, pool, 256, "");
+    const auto params = [&](const std::string& name) {
+        for (const bench::ModelInfo& i : models.info)
+            if (i.name == name) return i.matrix_params;
+        FAIL("no model '" << name << "' loaded");
+        return 0L;
+    };
+    const GlideConfig glide = load_glide_checkpoint(repo / "models/glide").config;
+    REQUIRE(glide.glide_cross_attention);
+    const long cross = 2L * glide.draft.num_hidden_layers * glide.draft.hidden_size * glide.cross_dim();
+    CHECK(params("glide") == bench::matrix_params(glide.draft) + cross);
+    CHECK(params("vanilla") == bench::matrix_params(load_glide_checkpoint(repo / "models/vanilla").config.draft));
+}
+
 TEST_CASE("the benchmark's flags are refused by name: unknown, without a value, out of range", "[bench][harness]") {
     const auto parse = [](std::vector<std::string> words) {
         words.insert(words.begin(), "specdec_bench");
@@ -223,8 +245,14 @@ TEST_CASE("the benchmark's flags are refused by name: unknown, without a value, 
     CHECK_THROWS_WITH(parse({"--bogus", "3"}), Catch::StartsWith("[specdec.bench] unknown argument '--bogus'"));
     CHECK_THROWS_WITH(parse({"--n-prompts"}), Catch::StartsWith("[specdec.bench] argument --n-prompts needs a value"));
     // The bound a count may not pass is named with the one below.
-    CHECK_THROWS_WITH(parse({"--seed", "12345678"}),
-                      Catch::StartsWith("[specdec.bench] argument --seed = '12345678': expected an integer in [0, 1000000]"));
     CHECK_THROWS_WITH(parse({"--repeats", "0"}), Catch::Contains("expected an integer in [1, 1000000]"));
-    CHECK(parse({"--n-prompts", "3", "--seed", "7"}).n_prompts == 3);
+    CHECK_THROWS_WITH(parse({"--n-prompts", "2000000"}), Catch::Contains("expected an integer in [1, 1000000]"));
+    // A seed is any 64-bit value; a sign, a fraction or 2^64 is refused.
+    CHECK(parse({"--seed", "18446744073709551615"}).seed == 18446744073709551615ull);
+    for (const char* bad : {"-1", "+3", "1.5", "18446744073709551616", ""})
+        CHECK_THROWS_WITH(parse({"--seed", bad}), Catch::StartsWith("[specdec.bench] argument --seed = '" + std::string(bad) +
+                                                                    "': expected an integer in [0, 2^64 - 1]"));
+    const bench::harness::Args a = parse({"--n-prompts", "3", "--seed", "7", "--split", "val", "--target-scale", "1b"});
+    CHECK((a.n_prompts == 3 && a.seed == 7 && a.split == "val" && a.target_scale == "1b"));
+    CHECK_THROWS_WITH(parse({"--split", "train"}), Catch::Contains("argument --split = 'train': expected all, val or test"));
 }

@@ -6,15 +6,9 @@
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 
+include(${CMAKE_CURRENT_LIST_DIR}/expect_refusal.cmake)
 function(expect_refusal regex program)
-    execute_process(COMMAND ${BIN_DIR}/${program} ${ARGN} WORKING_DIRECTORY ${WORK}
-        OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 30)
-    if(NOT rc STREQUAL "1")
-        message(FATAL_ERROR "${program} ${ARGN}: exit status ${rc}, expected 1; stderr:\n${err}")
-    endif()
-    if(NOT err MATCHES "^\\[specdec\\.example\\] ${regex}")
-        message(FATAL_ERROR "${program} ${ARGN}: expected a message matching '${regex}', got:\n${err}")
-    endif()
+    expect_refusal_of(example "${regex}" ${BIN_DIR}/${program} ${ARGN})
 endfunction()
 
 # std::atoi reads these as 0 or negative prompts: the lesson would run none and print "tau -nan", exit 0.

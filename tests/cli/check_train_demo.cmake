@@ -6,15 +6,9 @@
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 
+include(${CMAKE_CURRENT_LIST_DIR}/expect_refusal.cmake)
 function(expect_refusal regex)
-    execute_process(COMMAND ${TRAIN_DEMO} ${ARGN} WORKING_DIRECTORY ${WORK}
-        OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 30)
-    if(NOT rc STREQUAL "1")
-        message(FATAL_ERROR "train_demo ${ARGN}: exit status ${rc}, expected 1; stderr:\n${err}")
-    endif()
-    if(NOT err MATCHES "^\\[specdec\\.train_demo\\] ${regex}")
-        message(FATAL_ERROR "train_demo ${ARGN}: expected a message matching '${regex}', got:\n${err}")
-    endif()
+    expect_refusal_of(train_demo "${regex}" ${TRAIN_DEMO} ${ARGN})
 endfunction()
 
 # A count is a whole number: read as a double and cast, 0.5 gives 0 and 1e10 INT_MIN, both "no override",

@@ -239,6 +239,7 @@ const std::vector<Case> kCorpus = {
     {"gguf/rope_factor_negative.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.factor' is -2.000000, not a finite factor >= 0"}},
     {"gguf/rope_none_with_factor.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.factor' is 2.000000 while llama.rope.scaling.type is 'none'"}},
     {"gguf/partial_rotary.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.dimension_count' is 8; specdec rotates the whole head of 16"}},
+    {"gguf/embedding_length_40.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.embedding_length' is 40; tensor 'token_embd.weight' has rows of 32 values"}},
     {"gguf/block_count_3.gguf", Loader::kGguf, {"[specdec.gguf]", "holds 11 tensors; llama.block_count 3 needs 29"}},
     {"gguf/nan_weight.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.ffn_down.weight' holds NaN at element 1420"}},
 };

@@ -185,6 +185,34 @@ TEST_CASE("widen: shapes that cannot keep the trained function are refused by na
     }
 }
 
+TEST_CASE("widen: a target too large for this machine's memory is refused before its matrices are packed", "[widen][memory]") {
+    // 154G weights (309 GB in bf16): the matrices are rows generated on demand until the model packs
+    // them, so only the packing would allocate, and the model asks first.
+    const std::optional<std::int64_t> available = detail::available_memory_bytes();
+    if (!available) {
+        WARN("this system reports no available memory (no /proc/meminfo): skipped");
+        return;
+    }
+    REQUIRE(*available > 0);
+    REQUIRE(*available < std::int64_t{300'000'000'000});
+    const Config c = toy_config();
+    Checkpoint ck{c, random_weights(c, 5, 0.3f)};
+    ck = widen(ck, {.hidden_size = 16384, .intermediate_size = 65536, .num_hidden_layers = 48, .num_attention_heads = 64,
+                    .num_key_value_heads = 32});
+    CHECK_THROWS_WITH(CpuModel(ck.config, ck.weights, {.weight_format = WeightFormat::kBF16}),
+                      Catch::Contains("[specdec.model] the bf16 matrices of this model (hidden_size 16384, intermediate_size "
+                                      "65536, 48 layers, ") &&
+                          Catch::Contains("refused before allocating; hint: free memory, or a smaller model"));
+}
+
+TEST_CASE("require_memory names both sizes, and checks nothing where the available memory is unknown", "[memory]") {
+    CHECK_NOTHROW(detail::require_memory(2'000'000'000, 3'000'000'000, "model", "the matrices", "free memory"));
+    CHECK_NOTHROW(detail::require_memory(2'000'000'000, std::nullopt, "model", "the matrices", "free memory"));
+    CHECK_THROWS_WITH(detail::require_memory(13'400'000'000, 9'800'000'000, "model", "the matrices", "free memory"),
+                      Catch::StartsWith("[specdec.model] the matrices need 13.4 GB, and 9.8 GB of memory is available") &&
+                          Catch::EndsWith("; hint: free memory"));
+}
+
 TEST_CASE("widen: the presets fit the shipped target at the named costs", "[widen]") {
     const fs::path target = models() / "target";
     if (!fs::exists(target / "model.safetensors")) {
