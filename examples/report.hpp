@@ -9,11 +9,25 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "specdec.hpp"
 
 namespace example {
+
+/// "AMD EPYC, 2 cores": the CPU's model name (/proc/cpuinfo) and its hardware threads, for naming the
+/// machine beside every figure a program reports.
+inline std::string machine_name() {
+    std::ifstream in("/proc/cpuinfo");
+    std::string cpu = "unknown CPU";
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("model name", 0) == 0) {
+            cpu = line.substr(line.find(':') + 2);
+            break;
+        }
+    return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
+}
 
 struct Prompt {
     std::string kind, text;

@@ -55,6 +55,7 @@
 #include "bench/compose.hpp"
 #include "feature_trainer.hpp"
 #include "lm_trainer.hpp"
+#include "report.hpp"
 #include "specdec.hpp"
 
 using namespace specdec;
@@ -264,6 +265,7 @@ void log_rates(json::Object& log, const RunRecord& run, int steps, int B, int T,
                const Backend& backend) {
     const double tokens_per_second = double(steps) * B * T / run.step_seconds;
     log.set("device", backend.cuda ? "cuda" : "cpu");
+    log.set("machine", example::machine_name());  // the host's CPU; on a GPU run the card is "gpu" below
     log.set("train_seconds", run.train_seconds);
     log.set("train_tokens_per_second", double(steps) * B * T / run.train_seconds);  // evaluations included
     log.set("tokens_per_second", tokens_per_second);                                // the training steps alone
@@ -888,6 +890,7 @@ int make_feature(const std::vector<std::string>& names, const RunOptions& option
         if (d.eagle_layout) log.set("layout", "eagle");
         log.set("token_weight", d.token_weight);
         log.set("device", cuda ? "cuda" : "cpu");
+        log.set("machine", example::machine_name());
         log.set("steps", done);
         log.set("steps_requested", steps_requested);
         log.set("batch", B);

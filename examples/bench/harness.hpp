@@ -42,6 +42,7 @@
 #include "compose.hpp"
 #include "methods.hpp"
 #include "report_html.hpp"
+#include "../report.hpp"
 #include "specdec.hpp"
 
 namespace specdec::bench {
@@ -614,17 +615,6 @@ inline std::string json_of(const Results& res) {
     return json::dump(json::Value(std::move(root)), 2) + "\n";
 }
 
-inline std::string machine_name() {
-    std::ifstream in("/proc/cpuinfo");
-    std::string cpu = "unknown CPU";
-    for (std::string line; std::getline(in, line);)
-        if (line.rfind("model name", 0) == 0) {
-            cpu = line.substr(line.find(':') + 2);
-            break;
-        }
-    return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores";
-}
-
 inline std::string now_text() {
     const std::time_t t = std::time(nullptr);
     char buf[64];
@@ -692,7 +682,7 @@ inline Results measure(const Args& args, const std::vector<MethodSpec>& register
 
     Results res;
     res.command = command;
-    res.machine = machine_name();
+    res.machine = example::machine_name();
     res.started = now_text();
     res.threads = pool.size();
     res.models = models.info;
