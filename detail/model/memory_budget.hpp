@@ -18,9 +18,32 @@
 
 namespace specdec::detail {
 
-/// Bytes a new allocation may take: MemAvailable of /proc/meminfo, lowered to the headroom of this
-/// process's cgroup v2 (memory.max - memory.current; a container's limit, which /proc/meminfo does not
-/// show). nullopt where neither can be read.
+/// The headroom under a cgroup v2 limit, from the cgroup's folder: memory.max less the working set, which
+/// is memory.current less the page cache the kernel reclaims first (memory.stat's inactive_file, as
+/// Kubernetes counts it: a model file just read would otherwise count as used). nullopt without a limit
+/// (memory.max "max", or no such files).
+inline std::optional<std::int64_t> cgroup_headroom(const std::string& dir) {
+    const auto read_number = [](const std::string& path) -> std::optional<std::int64_t> {
+        std::ifstream in(path);
+        std::int64_t v = 0;
+        if (in >> v) return v;
+        return std::nullopt;  // absent, or "max"
+    };
+    const std::optional<std::int64_t> max = read_number(dir + "/memory.max"), current = read_number(dir + "/memory.current");
+    if (!max || !current) return std::nullopt;
+    std::int64_t inactive_file = 0;
+    std::ifstream stat(dir + "/memory.stat");
+    for (std::string key; stat >> key;) {
+        std::int64_t v = 0;
+        if (!(stat >> v)) break;
+        if (key == "inactive_file") inactive_file = v;
+    }
+    const std::int64_t used = std::max<std::int64_t>(0, *current - inactive_file);
+    return *max > used ? *max - used : 0;
+}
+
+/// Bytes a new allocation may take: MemAvailable of /proc/meminfo, lowered to this process's cgroup v2
+/// headroom (a container's limit, which /proc/meminfo does not show). nullopt where neither is known.
 inline std::optional<std::int64_t> available_memory_bytes() {
     std::optional<std::int64_t> available;
     {
@@ -35,24 +58,13 @@ inline std::optional<std::int64_t> available_memory_bytes() {
             meminfo.ignore(1 << 10, '\n');
         }
     }
-    // cgroup v2: /proc/self/cgroup holds "0::<path>"; the limit is under /sys/fs/cgroup<path>.
-    std::ifstream self("/proc/self/cgroup");
-    for (std::string line; std::getline(self, line);) {
-        if (line.rfind("0::", 0) != 0) continue;
-        const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-        const auto read_number = [](const std::string& path) -> std::optional<std::int64_t> {
-            std::ifstream in(path);
-            std::int64_t v = 0;
-            if (in >> v) return v;
-            return std::nullopt;  // absent, or "max": no limit
-        };
-        const std::optional<std::int64_t> max = read_number(dir + "/memory.max"), used = read_number(dir + "/memory.current");
-        if (max && used) {
-            const std::int64_t headroom = *max > *used ? *max - *used : 0;
-            available = available ? std::min(*available, headroom) : headroom;
+    std::ifstream self("/proc/self/cgroup");  // cgroup v2: the line "0::<path>", under /sys/fs/cgroup
+    for (std::string line; std::getline(self, line);)
+        if (line.rfind("0::", 0) == 0) {
+            if (const std::optional<std::int64_t> headroom = cgroup_headroom("/sys/fs/cgroup" + line.substr(3)))
+                available = available ? std::min(*available, *headroom) : *headroom;
+            break;
         }
-        break;
-    }
     return available;
 }
 

@@ -2,6 +2,7 @@
 // chains and trees, greedy decoding plain and speculative, the parts that must be zero, bad shapes;
 // the drafters that read the target's internals (EDD, GLIDE, EAGLE/FSPAD) widened with it draft the same.
 #include <filesystem>
+#include <fstream>
 
 #include "catch.hpp"
 #include "source_dir.hpp"
@@ -203,6 +204,25 @@ TEST_CASE("widen: a target too large for this machine's memory is refused before
                       Catch::Contains("[specdec.model] the bf16 matrices of this model (hidden_size 16384, intermediate_size "
                                       "65536, 48 layers, ") &&
                           Catch::Contains("refused before allocating; hint: free memory, or a smaller model"));
+}
+
+TEST_CASE("a cgroup's headroom is its limit less the working set, page cache the kernel reclaims first excluded", "[memory]") {
+    const fs::path dir = fs::temp_directory_path() / "specdec_cgroup_test";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const auto write = [&](const char* name, const std::string& text) { std::ofstream(dir / name) << text; };
+    CHECK_FALSE(detail::cgroup_headroom(dir.string()).has_value());  // no files: no limit known
+    write("memory.max", "max\n");
+    write("memory.current", "5000000000\n");
+    CHECK_FALSE(detail::cgroup_headroom(dir.string()).has_value());  // "max": no limit
+    write("memory.max", "24000000000\n");
+    CHECK(detail::cgroup_headroom(dir.string()) == std::int64_t{19'000'000'000});  // no memory.stat: all used
+    write("memory.stat", "anon 1000000000\nfile 4000000000\nactive_file 1000000000\ninactive_file 3000000000\n");
+    CHECK(detail::cgroup_headroom(dir.string()) == std::int64_t{22'000'000'000});  // 5 GB used, 3 GB reclaimable
+    write("memory.current", "30000000000\n");
+    write("memory.stat", "inactive_file 0\n");
+    CHECK(detail::cgroup_headroom(dir.string()) == std::int64_t{0});  // over the limit: no headroom, not negative
+    fs::remove_all(dir);
 }
 
 TEST_CASE("require_memory names both sizes, and checks nothing where the available memory is unknown", "[memory]") {
