@@ -75,6 +75,11 @@ struct MatrixPart {
 SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, const std::vector<MatrixPart>& parts, int m, int k, bool bf,
                                   bool panels, ThreadPool* pool);
 
+/// Whether make_matrix uses the parts in place, copying nothing: one float32 tensor in memory, unpacked.
+inline bool used_in_place(const std::vector<MatrixPart>& parts, bool bf, bool panels) {
+    return !panels && !bf && parts.size() == 1 && parts[0].values != nullptr;
+}
+
 }  // namespace detail
 
 enum class WeightFormat {
@@ -96,12 +101,20 @@ struct ModelOptions {
 
 namespace detail {
 
-/// make_matrix(store, parts, m, k) in the format `options` ask for: bfloat16 or float32, as panels
-/// unless the plain-loop reference is asked for or the CPU cannot run them.
+/// The format `options` ask matrices in: bfloat16 or float32, as panels unless the plain-loop
+/// reference is asked for or the CPU cannot run them.
+struct MatrixFormat {
+    bool bf, panels;
+};
+inline MatrixFormat matrix_format(const ModelOptions& options) {
+    return {options.weight_format == WeightFormat::kBF16, options.panels && !options.reference && panels_available()};
+}
+
+/// make_matrix(store, parts, m, k) in matrix_format(options).
 inline auto matrix_maker(const ModelOptions& options) {
-    const bool bf = options.weight_format == WeightFormat::kBF16, panels = options.panels && !options.reference && panels_available();
-    return [bf, panels, pool = options.pool](std::vector<float>* store, const std::vector<MatrixPart>& parts, int m, int k) {
-        return make_matrix(store, parts, m, k, bf, panels, pool);
+    return [f = matrix_format(options), pool = options.pool](std::vector<float>* store, const std::vector<MatrixPart>& parts,
+                                                             int m, int k) {
+        return make_matrix(store, parts, m, k, f.bf, f.panels, pool);
     };
 }
 
@@ -372,7 +385,7 @@ SPECDEC_INLINE Matrix make_matrix(std::vector<float>* store, const std::vector<M
         else mat.panels_f32 = PanelMatrix<float>(pool, m, k, row);
         return mat;
     }
-    if (parts.size() == 1 && parts[0].values != nullptr && !bf) {
+    if (used_in_place(parts, bf, panels)) {
         mat.f32 = parts[0].values->data();
         return mat;
     }
@@ -700,12 +713,11 @@ SPECDEC_INLINE void CpuModel::prepare_matrices() {
                     {cfg_.tie_word_embeddings ? part(w_.embed, "model.embed_tokens.weight", cfg_.vocab_size)
                                               : part(w_.lm_head, "lm_head.weight", cfg_.vocab_size)},
                     cfg_.vocab_size, D});
-    // The copies make_matrix will make (all but a float32 matrix used in place), asked for before any is made.
-    const bool bf = opt_.weight_format == WeightFormat::kBF16, panels = opt_.panels && !opt_.reference && panels_available();
+    // The copies make_matrix will make, asked for before any is made.
+    const auto [bf, panels] = detail::matrix_format(opt_);
     std::int64_t copied = 0;
     for (const Job& j : jobs)
-        if (panels || bf || j.parts.size() > 1 || j.parts[0].values == nullptr)
-            copied += std::int64_t{j.m} * j.k * (bf ? 2 : 4);
+        if (!detail::used_in_place(j.parts, bf, panels)) copied += std::int64_t{j.m} * j.k * (bf ? 2 : 4);
     detail::require_memory(copied, detail::available_memory_bytes(), "model",
                            "the " + std::string(bf ? "bf16" : "float32") + " matrices of this model (hidden_size " +
                                std::to_string(D) + ", intermediate_size " + std::to_string(Fw) + ", " +

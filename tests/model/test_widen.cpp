@@ -233,6 +233,23 @@ TEST_CASE("require_memory names both sizes, and checks nothing where the availab
                           Catch::EndsWith("; hint: free memory"));
 }
 
+TEST_CASE("the memory check counts a copy for every matrix make_matrix copies, and none for one used in place",
+          "[memory]") {
+    const std::vector<float> a(6 * 4, 0.5f), b(2 * 4, 0.25f);
+    for (const bool bf : {false, true})
+        for (const bool panels : {false, panels_available()})
+            for (const bool fused : {false, true}) {
+                std::vector<detail::MatrixPart> parts{&a};
+                if (fused) parts.emplace_back(&b);
+                const int m = fused ? 8 : 6;
+                ThreadPool pool(1);
+                const detail::Matrix mat = detail::make_matrix(nullptr, parts, m, 4, bf, panels, &pool);
+                INFO("bf16 " << bf << ", panels " << panels << ", fused " << fused);
+                CHECK(detail::used_in_place(parts, bf, panels) == (mat.f32 == a.data()));
+                CHECK(detail::used_in_place(parts, bf, panels) == (!bf && !panels && !fused));
+            }
+}
+
 TEST_CASE("widen: the presets fit the shipped target at the named costs", "[widen]") {
     const fs::path target = models() / "target";
     if (!fs::exists(target / "model.safetensors")) {
