@@ -35,7 +35,7 @@ namespace detail {
 /// Without AVX-512 (where tree_attention.hpp does all of it), from this many query nodes on the fast
 /// model computes attention as matrix products (CpuModel::attend_blocked); a single node takes
 /// CpuModel::attend_one (split over key rows). The per-(node, head) loop (CpuModel::attend) is the
-/// reference model's. Measured in isolation (1 thread, hd 64, 12 heads, Zen 4, T = 256 and 1000)
+/// reference model's. Measured in isolation (1 thread, hd 64, 12 heads, 2-vCPU EPYC, T = 256 and 1000)
 /// the loop beat the blocked path below n = 3, but inside the ~110M model, where each forward's
 /// weights have pushed the cache out of L2, the blocked path is faster from n = 2 (2 threads, bf16,
 /// T = 256: 7.2 -> 5.9 ms).

@@ -59,7 +59,7 @@ inline bool tree_attention_available() {
 /// Key and value rows of one head are a whole cache row (kvd floats) apart, which defeats the hardware
 /// prefetcher, and after a forward's weights have streamed through they come from memory. So the
 /// kernels prefetch them, one line per load or per k step rather than a block's worth at once: issued
-/// 64 at a time most of them were lost (AMD Zen 4, ~110M shape, a layer's attention with a cold
+/// 64 at a time most of them were lost (2-vCPU AMD EPYC, ~110M shape, a layer's attention with a cold
 /// cache, 2 threads, in-process A/B: one query 62-77 -> 37-47 us, 16 queries 123-135 -> 78-93 us;
 /// in the forward 0.78 -> 0.47 ms and 1.55 -> 1.0 ms of 12 layers).
 inline void prefetch_line(const float* at, bool l1) {
