@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "catch.hpp"
 #include "source_dir.hpp"
 #include "helpers.hpp"
@@ -207,7 +209,8 @@ TEST_CASE("widen: a target too large for this machine's memory is refused before
 }
 
 TEST_CASE("a cgroup's headroom is its limit less the working set, page cache the kernel reclaims first excluded", "[memory]") {
-    const fs::path dir = fs::temp_directory_path() / "specdec_cgroup_test";
+    // Named by process, so that the suites of two builds run at once do not share it.
+    const fs::path dir = fs::temp_directory_path() / ("specdec_cgroup_test_" + std::to_string(::getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     const auto write = [&](const char* name, const std::string& text) { std::ofstream(dir / name) << text; };
