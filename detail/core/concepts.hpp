@@ -93,7 +93,8 @@ struct StepContext {
     /// bonus (AcceptResult::bonus_law); empty otherwise. When it is set no token is pending: ctx.tokens
     /// ends with the last committed token, the builder is handed root_token -1 and draws its roots from
     /// this law (target-initialised candidates, improved MCSD §3.1), each at depth 0, and `room` counts
-    /// the depth below them.
+    /// the depth below them. Under greedy decoding it is the target's softmax at T = 1 with its argmax
+    /// strictly largest: that argmax is the next token, the rest only ranks alternatives (as draft_probs).
     std::span<const float> bonus_law{};
 
     /// The same step for a part of the composition that draws at `scope` (StepRng::scope). Whoever hands
@@ -184,7 +185,8 @@ concept Verifier = LanguageModel<M> && requires(V& v, M& target, const Tree& tre
 /// An acceptor may instead defer the bonus: it leaves `bonus` unused and returns the target's law at the
 /// bonus position in `bonus_law` (V probabilities); the loop then commits the whole path and hands the
 /// law to the next step's builder (StepContext::bonus_law), which draws that position's token itself —
-/// several of them, as roots of a forest, in target-initialised MCSD.
+/// several of them, as roots of a forest, in target-initialised MCSD. Under greedy decoding the law is
+/// the target's softmax at T = 1 with the argmax strictly largest (see StepContext::bonus_law).
 struct AcceptResult {
     std::vector<int> path;
     int bonus = 0;

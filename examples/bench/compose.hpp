@@ -310,10 +310,13 @@ inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> 
             return with_proposer(models, m.drafter, [&](auto& proposer) {
                 if constexpr (ScoresNodes<std::remove_reference_t<decltype(proposer)>>) {
                     TreeVerifier verifier;
-                    TargetInitialisedTree builder{.n_seeds = m.seeds, .k_config = m.k_config};
+                    TargetInitialisedTree builder{.n_seeds = m.seeds, .k_config = m.k_config,
+                                                  .top_seeds_at_t0 = m.top_seeds_at_t0, .draw_at_t0 = m.draw};
                     LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
                     Generation g = speculative_generate(*models.target, proposer, builder, verifier, acceptor, prompt, opts);
-                    return Run{std::move(g), proposer.usage(), "longest-root: LOSSY by design at T > 0"};
+                    return Run{std::move(g), proposer.usage(),
+                               m.top_seeds_at_t0 && m.seeds > 1 ? "longest-root: LOSSY by design, at T = 0 too"
+                                                                : "longest-root: LOSSY by design at T > 0"};
                 } else {
                     detail::fail("bench", "method '" + m.name + "': target_initialised needs a drafter that scores nodes");
                     return Run{};

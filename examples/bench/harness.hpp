@@ -369,7 +369,9 @@ inline MethodResult finish(const MethodSpec& spec, float temperature, const Accu
         r.expected_speedup = expected_speedup(s.alpha_token, spec.gamma, r.draft_call_s / r.target_call_s);
 
     r.acceptor = a.acceptor;
-    r.claims_lossless = spec.kind != MethodKind::kTargetInit;
+    // Target-initialised MCSD is lossy, except at T = 0 with its one seed (the argmax).
+    r.claims_lossless = spec.kind != MethodKind::kTargetInit ||
+                        (temperature == 0.0f && (!spec.top_seeds_at_t0 || spec.seeds == 1));
     if (spec.registered) {
         r.acceptor = spec.registered->acceptor;
         r.claims_lossless = spec.registered->claims_lossless;
@@ -574,6 +576,14 @@ inline std::string json_of(const Results& res) {
             for (int v : r.spec.k_config) k.push_back(v);
             o.set("k_config", std::move(k));
             o.set("draw", draw_name(r.spec.draw));
+        }
+        if (r.spec.kind == MethodKind::kTargetInit) {
+            o.set("seeds", r.spec.seeds);
+            json::Array k;
+            for (int v : r.spec.k_config) k.push_back(v);
+            o.set("k_config", std::move(k));
+            o.set("top_seeds_at_t0", r.spec.top_seeds_at_t0);
+            o.set("draw_at_t0", draw_name(r.spec.draw));
         }
         o.set("temperature", static_cast<double>(r.temperature));
         o.set("tau", num(m.tau));

@@ -47,7 +47,7 @@ struct MethodSpec {
     std::string drafter;         // model folder under --models (chain, tree); empty for autoregressive
     int gamma = 0;               // chain: drafts per step
     std::vector<int> k_config;   // tree: children per node at each depth, e.g. (4, 2, 2, 1)
-    DrawPolicy draw = DrawPolicy::kTopK;  // tree: how siblings are drawn from the draft distribution q
+    DrawPolicy draw = DrawPolicy::kTopK;  // tree: how siblings are drawn from q; target_initialised: at T = 0 (draw_at_t0)
     ExpansionSizes sizes;        // expanded (and cascade with "children"): extra candidates per position
     int max_drafts = 32;         // expanded, cascade: cap on draft nodes verified per step
     std::vector<std::string> drafters;       // cascade: largest first, "maxgram" last; registered: the Llama folders it reads
@@ -57,6 +57,7 @@ struct MethodSpec {
     PrunedCandidateTree pct{};   // pct: expand_threshold 0 = s_d/s_t measured on the machine before the runs
     Eagle2Tree eagle2{};         // eagle2: total_tokens, depth, top_k
     int seeds = 2;               // target_initialised: target-initialised roots per step (the paper's 2)
+    bool top_seeds_at_t0 = false;  // target_initialised: at T = 0 the `seeds` most likely tokens (lossy), not the argmax
     int width = 16, max_depth = 4;  // fork: W chains, depth D
     std::string about;           // free text for the report
     std::shared_ptr<const RegisteredMethod> registered;  // registered: what register_method was given
@@ -204,11 +205,11 @@ inline MethodKind parse_kind(const EntryReader& r, const std::string& s) {
                      "target_initialised, fork");
 }
 
-inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s) {
+inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s, const char* field = "draw") {
     if (s == "topk") return DrawPolicy::kTopK;
     if (s == "with_replacement") return DrawPolicy::kSampleWithReplacement;
     if (s == "without_replacement") return DrawPolicy::kSampleWithoutReplacement;
-    r.fail("draw", "unknown draw \"" + s + "\"; known: topk, with_replacement, without_replacement");
+    r.fail(field, "unknown draw \"" + s + "\"; known: topk, with_replacement, without_replacement");
 }
 
 inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, std::size_t index) {
@@ -233,7 +234,9 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
                             "remove_leaves"});
             break;
         case MethodKind::kEagle2: allowed.insert({"drafter", "total_tokens", "depth", "top_k"}); break;
-        case MethodKind::kTargetInit: allowed.insert({"drafter", "seeds", "k_config", "allow_lossy"}); break;
+        case MethodKind::kTargetInit:
+            allowed.insert({"drafter", "seeds", "k_config", "allow_lossy", "top_seeds_at_t0", "draw_at_t0"});
+            break;
         case MethodKind::kFork: allowed.insert({"drafter", "width", "max_depth"}); break;
         case MethodKind::kRegistered: break;  // parse_kind never yields it
     }
@@ -358,6 +361,12 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
             if (draft_nodes(m) > kMaxTreeNodes)
                 r.fail("k_config", "the forest has more than " + std::to_string(kMaxTreeNodes) +
                                        " nodes, the most that fit in one verification");
+            if (const json::Value* v = r.find("top_seeds_at_t0")) {
+                if (!v->is_bool()) r.fail("top_seeds_at_t0", "expected true or false");
+                m.top_seeds_at_t0 = v->as_bool();
+            }
+            m.draw = DrawPolicy::kSampleWithoutReplacement;  // MCSD's draw, TargetInitialisedTree's default
+            if (const json::Value* v = r.find("draw_at_t0")) m.draw = parse_draw(r, r.string("draw_at_t0", *v), "draw_at_t0");
             return m;
         }
         case MethodKind::kFork: {

@@ -126,7 +126,7 @@ inline std::string describe(const MethodSpec& m) {
             std::string k;
             for (std::size_t i = 0; i < m.k_config.size(); ++i) k += (i ? "," : "") + std::to_string(m.k_config[i]);
             return "target-initialised (LOSSY): " + std::to_string(m.seeds) + " seeds, tree (" + k + ") below each, drafter " +
-                   m.drafter;
+                   m.drafter + "; at T = 0 " + (m.top_seeds_at_t0 ? "the top seeds" : "one seed") + ", drafts " + draw_name(m.draw);
         }
         case MethodKind::kRegistered: {  // register_method in the program that ran: its drafters, its about
             std::string d;

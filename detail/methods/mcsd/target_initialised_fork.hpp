@@ -46,7 +46,9 @@ struct TargetInitialisedFork {
             return DynamicFork<Stop>{.width = width, .max_depth = max_depth, .stop = stop}.build(proposer, root_token, ctx);
         const StepRng rng = ctx.rng.with_stream(RngStream::kDraft);
         Tree tree;
-        std::vector<int> frontier = detail::add_seed_roots(tree, ctx.bonus_law, width, rng);
+        // Under greedy decoding one seed, the target's argmax: the fork stays exactly greedy.
+        const bool greedy = ctx.sampling.greedy();
+        std::vector<int> frontier = detail::add_seed_roots(tree, ctx.bonus_law, greedy ? 1 : width, greedy, rng);
         std::vector<float> q(V);
         const int depth = std::min(max_depth, std::max(ctx.room, 0));
         for (int d = 0; d < depth; ++d) {

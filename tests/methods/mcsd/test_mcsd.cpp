@@ -1,6 +1,6 @@
 // Improved MCSD: MCSD's k-config tree (NOTES §4.1's count, lossless by chi-square), target-initialised
 // candidates through the loop's deferred bonus (exact with one seed, detectably lossy with two, refused
-// without the opt-in), and bad k-configs.
+// without the opt-in; at T = 0 greedy with one seed, lossy with the paper's top seeds), and bad k-configs.
 #include <map>
 #include <random>
 #include <utility>
@@ -135,6 +135,93 @@ TEST_CASE("target-initialised generation is plain greedy decoding at temperature
     const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
     CHECK(g.tokens == plain.tokens);
     CHECK(g.token_depth.size() == g.tokens.size());
+}
+
+TEST_CASE("at temperature 0 one seed stays greedy whichever way its drafts are drawn", "[mcsd][greedy]") {
+    Models m;
+    ModelProposer proposer(m.draft);
+    TreeVerifier verifier;
+    LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
+    const DrawPolicy draw = GENERATE(DrawPolicy::kTopK, DrawPolicy::kSampleWithReplacement);
+    const bool top_seeds = GENERATE(false, true);
+    // Two seeds asked for, but without top_seeds_at_t0 only the argmax seeds; with it, n_seeds = 1.
+    TargetInitialisedTree builder{.n_seeds = top_seeds ? 1 : 2, .k_config = {3, 2, 1}, .top_seeds_at_t0 = top_seeds,
+                                  .draw_at_t0 = draw};
+    CAPTURE(static_cast<int>(draw), top_seeds);
+    for (const std::vector<int>& prompt : {std::vector<int>{1, 4, 2}, std::vector<int>{5, 0, 3, 3}}) {
+        const GenerateOptions opts{.max_new_tokens = 24};
+        const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+        CHECK(g.tokens == autoregressive_generate(m.target, prompt, opts).tokens);
+    }
+}
+
+TEST_CASE("the law a deferred greedy bonus hands on ranks the logits' argmax first, even where softmax rounds to a tie",
+          "[mcsd][greedy]") {
+    // exp(0 - 1e-45) rounds to 1: softmax alone would tie tokens 0 and 1, and rank token 0 (the lower index) first.
+    const std::vector<float> logits{0.0f, std::nextafter(0.0f, 1.0f), -5.0f};
+    const std::vector<float> law = detail::greedy_seed_law(logits);
+    CHECK(detail::top_indices(law, 1)[0] == 1);
+    CHECK(law[0] < law[1]);
+    CHECK(law[2] < law[0]);
+    const std::vector<float> tied = detail::greedy_seed_law(std::vector<float>{2.0f, 2.0f});  // a true tie: argmax's lower index
+    CHECK(tied[0] > tied[1]);
+}
+
+TEST_CASE("top seeds at temperature 0 are the target's most likely tokens, and the drafts below them its drafter's top-k",
+          "[mcsd][tree]") {
+    test::MarkovDrafter drafter = uniform_drafter();  // 16 tokens, uniform: top-k is the k lowest indices
+    const Sampling greedy{};
+    const std::vector<int> text{3};
+    StepContext ctx{greedy, StepRng{1, 0, RngStream::kAccept}, text};
+    std::vector<float> law(16, 0.0f);
+    law[9] = 0.5f, law[2] = 0.3f, law[7] = 0.2f;
+    ctx.bonus_law = law;
+    const auto roots = [](const Tree& t) {
+        std::vector<int> r;
+        for (int i = 0; i < t.size(); ++i)
+            if (t[i].parent < 0) r.push_back(t[i].token);
+        return r;
+    };
+    TargetInitialisedTree top{.n_seeds = 2, .k_config = {3, 1}, .top_seeds_at_t0 = true, .draw_at_t0 = DrawPolicy::kTopK};
+    const Tree t = top.build(drafter, -1, ctx);
+    CHECK(roots(t) == std::vector<int>{9, 2});  // ranked, the argmax first
+    REQUIRE(t.size() == 2 + 2 * (3 + 3));
+    for (int i = 0; i < t.size(); ++i)
+        if (t[i].parent >= 0) CHECK(t[i].draw == Draw::kTopK);
+    CHECK(t[t.children(0)[0]].token == 0);
+    CHECK(t[t.children(0)[2]].token == 2);
+    top.n_seeds = 5;  // never a token the law gives no probability
+    CHECK(roots(top.build(drafter, -1, ctx)) == std::vector<int>{9, 2, 7});
+    TargetInitialisedTree one{.n_seeds = 3, .k_config = {1}};  // the default at T = 0: the argmax alone
+    CHECK(roots(one.build(drafter, -1, ctx)) == std::vector<int>{9});
+}
+
+TEST_CASE("top seeds at temperature 0 are lossy: every token is among the target's two most likely, and greedy is left",
+          "[mcsd][lossy]") {
+    Models m;
+    ModelProposer proposer(m.draft);
+    TreeVerifier verifier;
+    LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
+    TargetInitialisedTree builder{.n_seeds = 2, .k_config = {3, 2, 1}, .top_seeds_at_t0 = true, .draw_at_t0 = DrawPolicy::kTopK};
+    int departed = 0;
+    for (int a = 0; a < kVocab; ++a) {
+        const std::vector<int> prompt{a, (a + 2) % kVocab, 1};
+        const GenerateOptions opts{.max_new_tokens = 24};
+        const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+        departed += g.tokens != autoregressive_generate(m.target, prompt, opts).tokens;
+        // The target's logits along the prompt and the output: each output token ranks first or second.
+        std::vector<int> text = prompt;
+        text.insert(text.end(), g.tokens.begin(), g.tokens.end() - 1);
+        m.target.reset();
+        const Rows logits = m.target.forward(Tree::chain(text), 0);
+        for (std::size_t i = 0; i < g.tokens.size(); ++i) {
+            const std::vector<int> top2 = detail::top_indices(logits.row(static_cast<int>(prompt.size() - 1 + i)), 2);
+            CAPTURE(a, i);
+            CHECK((g.tokens[i] == top2[0] || g.tokens[i] == top2[1]));
+        }
+        m.target.reset();
+    }
+    CHECK(departed > 0);
 }
 
 TEST_CASE("the lossy acceptor refuses to run without allow_lossy, and a builder that cannot take its law is refused",
