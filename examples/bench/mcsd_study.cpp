@@ -6,6 +6,10 @@
 //       Two Cities), against the target's exact law (chi-square, pooled cells)
 //   likelihood [prompts=100]  the target's mean log-likelihood per token of 32-token continuations sampled at
 //       T = 1, target-initialised vs plain sampling, paired by prompt, with a standard error
+//   greedy [prompts=40] [small|mid]  what top seeds cost at T = 0 (the paper's T = 0 runs, §4.2): 64-token
+//       continuations of plain greedy decoding and of (2,4,3,1,1) with the target's two most likely tokens as
+//       seeds (drafts by top-k and sampled), paired by prompt: how many stay greedy, where they leave it, how
+//       many tokens are not the target's argmax after their own prefix, the target's log-likelihood per token
 //   decision [small|mid]  trains Type 1 and Type 2 decision models (§3.3) on logged drafting steps, then
 //       decodes with the draft-initialised fork (DynamicFork) and with the paper's framework (target-drawn
 //       seeds, a chain below each, TargetInitialisedFork), each with and without early stop
@@ -41,7 +45,8 @@ struct Models {
     CpuModel target, draft;
     Tokenizer tok = Tokenizer::load("models/target/tokenizer.json");
     // The target verifies a whole vocabulary's worth of nodes once (the exact two-token law: V + 1).
-    explicit Models(const std::string& drafter) : target(load("models/target", 4200)), draft(load("models/" + drafter, 256)) {}
+    std::string drafter;
+    explicit Models(const std::string& d) : target(load("models/target", 4200)), draft(load("models/" + d, 256)), drafter(d) {}
     CpuModel load(const std::string& dir, int max_tree_nodes) {
         Checkpoint c = load_checkpoint(dir);
         return CpuModel(c.config, std::move(c.weights),
@@ -109,6 +114,71 @@ int likelihood(Models& m, int n_prompts) {
                 prompts.size());
     std::printf("  plain sampling %.4f   target-initialised (2,4,3,1,1) %.4f   difference %+.4f +- %.4f (standard error)\n",
                 sum_plain / n, sum_ti / n, mean, std::sqrt(var / n));
+    return 0;
+}
+
+/// Top seeds at T = 0: the outputs against plain greedy decoding, paired by prompt. Greedy decoding
+/// maximises each next token, not the text's likelihood, so the likelihood can move either way; the
+/// off-greedy count is the direct measure of the loss.
+int greedy(Models& m, int n_prompts) {
+    ModelProposer proposer(m.draft);
+    TreeVerifier verifier;
+    LossyTargetInitialisedSampling lossy{.allow_lossy = true};
+    const Sampling t1{.temperature = 1.0f};
+    const auto prompts = example::read_prompts("data/prompts.jsonl", n_prompts);
+    const int len = 64;
+    struct Variant {
+        const char* name;
+        TargetInitialisedTree builder;
+        int identical = 0;
+        long off_greedy = 0, first_departure = 0, tokens = 0;
+        std::vector<double> diff{};
+    };
+    std::vector<Variant> variants{
+        {"one seed, top-k drafts (exact)", {.n_seeds = 2, .k_config = {4, 3, 1, 1}, .draw_at_t0 = DrawPolicy::kTopK}},
+        {"2 top seeds, top-k drafts", {.n_seeds = 2, .k_config = {4, 3, 1, 1}, .top_seeds_at_t0 = true, .draw_at_t0 = DrawPolicy::kTopK}},
+        {"2 top seeds, sampled drafts", {.n_seeds = 2, .k_config = {4, 3, 1, 1}, .top_seeds_at_t0 = true}},
+    };
+    double ll_plain = 0;
+    const GenerateOptions o{.max_new_tokens = len};
+    for (std::size_t i = 0; i < prompts.size(); ++i) {
+        const std::vector<int> p = m.tok.encode(prompts[i].text);
+        const Generation a = autoregressive_generate(m.target, p, o);
+        const double la = log_likelihood(m.target, p, a.tokens, t1) / len;
+        ll_plain += la;
+        for (Variant& v : variants) {
+            const Generation b = speculative_generate(m.target, proposer, v.builder, verifier, lossy, p, o);
+            v.identical += b.tokens == a.tokens;
+            std::size_t k = 0;
+            while (k < a.tokens.size() && a.tokens[k] == b.tokens[k]) ++k;
+            v.first_departure += static_cast<long>(k);
+            // Off-greedy: tokens that are not the target's argmax after the output's own prefix.
+            std::vector<int> text = p;
+            text.insert(text.end(), b.tokens.begin(), b.tokens.end() - 1);
+            m.target.reset();
+            prefill(m.target, std::span<const int>(text).first(text.size() - len));
+            const Rows scored = m.target.forward(Tree::chain(std::vector<int>(text.end() - len, text.end())), 0);
+            m.target.reset();
+            for (int j = 0; j < len; ++j) v.off_greedy += argmax(scored.row(j)) != b.tokens[static_cast<std::size_t>(j)];
+            v.tokens += len;
+            v.diff.push_back(log_likelihood(m.target, p, b.tokens, t1) / len - la);
+        }
+        std::fprintf(stderr, "%zu/%zu prompts\n", i + 1, prompts.size());
+    }
+    const double n = static_cast<double>(prompts.size());
+    std::printf("T = 0, %zu prompts x %d tokens, drafter %s; (2,4,3,1,1) against plain greedy decoding, paired by prompt\n",
+                prompts.size(), len, m.drafter.c_str());
+    std::printf("%-32s %9s %15s %12s %28s\n", "variant", "identical", "first departure", "off-greedy", "log-lik/token (T = 1) vs plain");
+    std::printf("%-32s %9s %15s %12s %28.4f\n", "plain greedy", "-", "-", "-", ll_plain / n);
+    for (const Variant& v : variants) {
+        double mean = 0, var = 0;
+        for (double d : v.diff) mean += d / n;
+        for (double d : v.diff) var += (d - mean) * (d - mean) / (n - 1);
+        std::printf("%-32s %5d/%-3zu %15.1f %11.2f%% %+19.4f +- %.4f\n", v.name, v.identical, prompts.size(),
+                    v.first_departure / n, 100.0 * v.off_greedy / v.tokens, mean, std::sqrt(var / n));
+    }
+    std::printf("(first departure: mean index of the first token that differs from plain greedy, %d if none; off-greedy: tokens\n"
+                " that are not the target's argmax after the output's own prefix; +- is a standard error)\n", len);
     return 0;
 }
 
@@ -239,6 +309,12 @@ int main(int argc, char** argv) try {
         Models m("small");
         return likelihood(m, argc > 2 ? positive(argv[2], "prompts") : 100);
     }
+    if (mode == "greedy") {
+        const std::string drafter = argc > 3 ? argv[3] : "small";
+        if (drafter != "small" && drafter != "mid") detail::fail("demo", "drafter '" + drafter + "': expected small or mid");
+        Models m(drafter);
+        return greedy(m, argc > 2 ? positive(argv[2], "prompts") : 40);
+    }
     if (mode == "decision") {
         const std::string drafter = argc > 2 ? argv[2] : "small";
         if (drafter != "small" && drafter != "mid") detail::fail("demo", "drafter '" + drafter + "': expected small or mid");
@@ -249,7 +325,7 @@ int main(int argc, char** argv) try {
         Models m("small");
         return mask(m);
     }
-    detail::fail("demo", "mode '" + mode + "': expected law, likelihood, decision or mask (usage at the top of examples/bench/mcsd_study.cpp)");
+    detail::fail("demo", "mode '" + mode + "': expected law, likelihood, greedy, decision or mask (usage at the top of examples/bench/mcsd_study.cpp)");
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;

@@ -227,6 +227,26 @@ TEST_CASE("the improved-MCSD entries parse, and a target_initialised entry must 
                       Contains("field 'allow_lossy': must be true"));
 }
 
+TEST_CASE("the T = 0 entries of target-initialised MCSD parse their seeds and draw, and refuse a bad one by name",
+          "[bench][mcsd]") {
+    const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
+    const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods_mcsd_t0.json");
+    REQUIRE(m.size() == 11u);
+    CHECK(m[4].kind == MethodKind::kTargetInit);  // the default: one seed at T = 0, drafts sampled as MCSD's
+    CHECK(!m[4].top_seeds_at_t0);
+    CHECK(m[4].draw == DrawPolicy::kSampleWithoutReplacement);
+    CHECK(m[6].top_seeds_at_t0);  // the paper's T = 0 runs
+    CHECK(m[6].draw == DrawPolicy::kTopK);
+    using Catch::Contains;
+    const std::string ti = R"({"name": "t", "method": "target_initialised", "drafter": "small", "seeds": 2, "k_config": [4, 3, 1, 1], "allow_lossy": true, )";
+    CHECK_THROWS_WITH(parse_methods(with_entry(ti + R"("draw_at_t0": "best"})"), "m.json"),
+                      Contains("field 'draw_at_t0': unknown draw \"best\""));
+    CHECK_THROWS_WITH(parse_methods(with_entry(ti + R"("top_seeds_at_t0": 2})"), "m.json"),
+                      Contains("field 'top_seeds_at_t0': expected true or false"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "tree", "drafter": "small", "k_config": [2], "draw_at_t0": "topk"})"), "m.json"),
+                      Contains("field 'draw_at_t0': not a field of method 'tree'"));
+}
+
 TEST_CASE("the scale experiment's methods file holds every method kind of the README's table", "[bench][widen]") {
     const std::filesystem::path repo = SPECDEC_SOURCE_DIR;
     const std::vector<MethodSpec> m = load_methods(repo / "examples/bench/methods_scale.json");
