@@ -206,8 +206,8 @@ struct GgufModel {
 
 /// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (a head size from
 /// attention.key_length, linear RoPE scaling, Llama 3.x's tensor rope_freqs.weight as a kFactors table;
-/// other scalings, a partial rotary and experts refused naming the key or tensor), its tensors dequantized to float32 with q and k
-/// rows put back in HF's order. With options.defer_matrices the matrices stay in the mapped file
+/// other scalings, a partial rotary and experts refused naming the key or tensor), its tensors
+/// dequantized to float32 with q and k rows put back in HF's order. With options.defer_matrices the matrices stay in the mapped file
 /// (Weights::deferred): F32 and BF16 rows are packed by a CpuModel in place, the other types dequantized
 /// a row at a time as it packs — inference only.
 SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOptions options = {});
