@@ -223,6 +223,14 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
                               const GgufTokenizer* tokenizer, GgufSaveType type = GgufSaveType::kBF16);
 
 namespace detail {
+/// (hd/2) The per-dimension factors convert_hf_to_gguf.py writes as rope_freqs.weight for c's llama3
+/// rope_scaling (LlamaModel.generate_extra_tensors), in its float32 arithmetic: 1 for wavelengths under
+/// original_max_position_embeddings / high_freq_factor, `factor` above / low_freq_factor, and
+/// 1 / ((1 - smooth) / factor + smooth) between. save_gguf writes it for a llama3 model.
+SPECDEC_INLINE std::vector<float> gguf_llama3_rope_factors(const Config& c);
+}  // namespace detail
+
+namespace detail {
 
 /// Elements per block and bytes per block of the ggml types whose layout specdec knows (0, 0: unknown).
 struct GgufTypeTraits {
@@ -239,12 +247,6 @@ SPECDEC_INLINE std::uint16_t float_to_half(float f);
 SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byte> src, float* dst, std::int64_t n);
 /// ggml's reference Q8_0: blocks of 32 values as an f16 scale d = max|x| / 127 and 32 int8 round(x / d).
 SPECDEC_INLINE void quantize_q8_0(std::span<const float> x, std::vector<std::byte>& out);
-
-/// (hd/2) The per-dimension factors convert_hf_to_gguf.py writes as rope_freqs.weight for c's llama3
-/// rope_scaling (LlamaModel.generate_extra_tensors), in its float32 arithmetic: 1 for wavelengths under
-/// original_max_position_embeddings / high_freq_factor, `factor` above / low_freq_factor, and
-/// 1 / ((1 - smooth) / factor + smooth) between.
-SPECDEC_INLINE std::vector<float> gguf_llama3_rope_factors(const Config& c);
 
 }  // namespace detail
 
