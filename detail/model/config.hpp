@@ -37,6 +37,7 @@ enum class RopeScalingType {
     kNone,    // rope_scaling null (or rope_type "default"): theta^(-2j/hd)
     kLinear,  // {"rope_type": "linear", "factor"}: every frequency / factor (position interpolation)
     kLlama3,  // {"rope_type": "llama3", ...}: low frequencies / factor, high kept, a smooth ramp between
+    kFactors, // a table, one factor per frequency: theta^(-2j/hd) / factors[j] (GGUF's rope_freqs.weight)
 };
 
 struct RopeScaling {
@@ -45,10 +46,15 @@ struct RopeScaling {
     float low_freq_factor = 1.0f;               // llama3
     float high_freq_factor = 4.0f;              // llama3
     int original_max_position_embeddings = 8192;  // llama3: the pretraining context
+    /// (hd/2) kFactors only: llama.cpp's per-dimension factors, as its converter writes Llama 3.x's scaling
+    /// (ggml_rope_ext's freq_factors: rotary pair j turns at theta^(-2j/hd) / factors[j]). config.json
+    /// has no field for a table, so save_config refuses it; save_gguf writes it back as rope_freqs.weight.
+    std::vector<float> factors{};
 };
 
 namespace detail {
-/// Throws naming the rope_scaling field whose value cannot work (factor <= 0, high <= low, ...).
+/// Throws naming the rope_scaling field whose value cannot work (factor <= 0, high <= low, a table factor
+/// <= 0, ...). The table's length is checked by Config::validate, which knows head_dim.
 SPECDEC_INLINE void validate_rope_scaling(const RopeScaling& s);
 }  // namespace detail
 
@@ -156,6 +162,13 @@ SPECDEC_INLINE void Config::validate() const {
                " (the fused q|k|v rows: heads x head_dim) exceeds " + std::to_string(kInt);
     });
     detail::validate_rope_scaling(rope_scaling);
+    detail::require(rope_scaling.type != RopeScalingType::kFactors ||
+                        rope_scaling.factors.size() == static_cast<std::size_t>(head_dim() / 2),
+                    "config", [&] {
+                        return "rope_scaling.factors holds " + std::to_string(rope_scaling.factors.size()) +
+                               " values; head_dim " + std::to_string(head_dim()) + " needs one per rotary pair, " +
+                               std::to_string(head_dim() / 2);
+                    });
     detail::require(!(identity_end_norms && partial_alignment), "config", [] {
         return std::string("identity_end_norms (EAGLE's layer) and partial_alignment (FSPAD's PAD, whose feature branch "
                            "goes through the final norm) cannot be combined");
@@ -178,6 +191,13 @@ SPECDEC_INLINE void Config::validate() const {
 
 SPECDEC_INLINE void detail::validate_rope_scaling(const RopeScaling& s) {
     if (s.type == RopeScalingType::kNone) return;
+    if (s.type == RopeScalingType::kFactors) {
+        for (std::size_t j = 0; j < s.factors.size(); ++j)
+            detail::require(std::isfinite(s.factors[j]) && s.factors[j] > 0.0f, "config", [&] {
+                return "rope_scaling.factors[" + std::to_string(j) + "] must be > 0, got " + std::to_string(s.factors[j]);
+            });
+        return;
+    }
     const auto finite_positive = [](float v, const char* field) {
         detail::require(std::isfinite(v) && v > 0.0f, "config",
                         [&] { return std::string("rope_scaling.") + field + " must be > 0, got " + std::to_string(v); });
@@ -225,6 +245,13 @@ SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c) {
             }
             break;
         }
+        case RopeScalingType::kFactors:  // llama.cpp's ggml_rope_ext: pair j's angle divided by freq_factors[j]
+            detail::require(s.factors.size() == inv_freq.size(), "config", [&] {
+                return "rope_scaling.factors holds " + std::to_string(s.factors.size()) + " values; head_dim " +
+                       std::to_string(hd) + " needs " + std::to_string(inv_freq.size());
+            });
+            for (std::size_t j = 0; j < inv_freq.size(); ++j) inv_freq[j] /= s.factors[j];
+            break;
     }
     return inv_freq;
 }

@@ -220,15 +220,90 @@ TEST_CASE("a head size of its own and linear RoPE scaling survive GGUF export an
     }
 }
 
-TEST_CASE("Llama-3 RoPE scaling is refused on export: llama.cpp stores it as the tensor rope_freqs.weight",
-          "[gguf][rope][errors]") {
+TEST_CASE("Llama-3 RoPE scaling goes to GGUF as rope_freqs.weight and comes back as that table",
+          "[gguf][roundtrip][rope]") {
+    // Heads of 8: wavelengths 2 pi 10000^(j/4) = 6.3, 63, 628, 6283. With a pretraining context of 128 the
+    // first is kept (< 128 / 4), the second on the ramp, the last two stretched by 8 (> 128 / 1).
     Config cfg = test::tiny_config(/*gqa=*/true);
-    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 64};
+    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .low_freq_factor = 1.0f,
+                                   .high_freq_factor = 4.0f, .original_max_position_embeddings = 128};
+    const std::vector<float> table = detail::gguf_llama3_rope_factors(cfg);
+    REQUIRE(table.size() == 4);
+    CHECK(table[0] == 1.0f);
+    CHECK(table[1] > 1.0f);
+    CHECK(table[1] < 8.0f);
+    CHECK(table[2] == 8.0f);
+    CHECK(table[3] == 8.0f);
+    // The same factors as HF's llama3 frequencies, to float rounding (the table is the converter's float32).
+    const std::vector<double> hf = rope_inverse_frequencies(cfg);
+    Config unscaled = cfg;
+    unscaled.rope_scaling = {};
+    const std::vector<double> plain = rope_inverse_frequencies(unscaled);
+    for (std::size_t j = 0; j < table.size(); ++j) CHECK_THAT(plain[j] / hf[j], Catch::Matchers::WithinRel(double{table[j]}, 1e-6));
+
+    const Weights w = random_weights(cfg, 17, 0.3f);
+    const std::vector<int> tokens = {1, 8, 30, 5, 63, 2, 17, 40, 11, 9, 33, 52};
     const fs::path p = scratch("llama3.gguf");
-    fs::remove(p);
-    CHECK_THROWS_WITH(save_gguf(p, cfg, random_weights(cfg, 16), nullptr, GgufSaveType::kF32),
-                      Catch::StartsWith("[specdec.gguf]") && Catch::Contains("llama3.gguf") && Catch::Contains("rope_freqs.weight"));
-    CHECK_FALSE(fs::exists(p));
+    save_gguf(p, cfg, w, nullptr, GgufSaveType::kF32);
+    const GgufFile f = read_gguf_header(p);
+    CHECK(f.find("llama.rope.scaling.type") == nullptr);  // the converter writes no keys for llama3
+    const GgufTensorInfo* t = f.find_tensor("rope_freqs.weight");
+    REQUIRE(t != nullptr);
+    CHECK(t->type == static_cast<std::uint32_t>(GgufType::kF32));
+    CHECK(t->dims == std::vector<std::int64_t>{4});
+    std::vector<float> written(4);
+    std::memcpy(written.data(), f.data(*t).data(), 16);
+    CHECK(written == table);
+
+    const GgufModel back = load_gguf(p);
+    REQUIRE(back.config.rope_scaling.type == RopeScalingType::kFactors);
+    CHECK(back.config.rope_scaling.factors == table);
+    CHECK(test::same_bits(back.weights, w, cfg));
+    const std::vector<double> got = rope_inverse_frequencies(back.config);
+    for (std::size_t j = 0; j < got.size(); ++j) CHECK(got[j] == plain[j] / double{table[j]});  // llama.cpp's: theta^(-2j/hd) / factor
+    const std::vector<float> want = chain_logits(cfg, w, tokens), imported = chain_logits(back.config, back.weights, tokens);
+    float worst = 0, largest = 0, control = 0;
+    const std::vector<float> unscaled_logits = chain_logits(unscaled, w, tokens);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        worst = std::max(worst, std::abs(imported[i] - want[i]));
+        largest = std::max(largest, std::abs(want[i]));
+        control = std::max(control, std::abs(unscaled_logits[i] - want[i]));
+    }
+    INFO("largest |logit| " << largest << ", import differs by " << worst << ", the unscaled model by " << control);
+    CHECK(worst <= 1e-5f * largest);  // float rounding of the factors
+    CHECK(control > 1e-2f * largest);  // the scaling reaches these positions
+
+    SECTION("the table saves as itself: a second export and import is bit for bit") {
+        const fs::path q = scratch("llama3_table.gguf");
+        save_gguf(q, back.config, back.weights, nullptr, GgufSaveType::kF32);
+        const GgufModel again = load_gguf(q);
+        CHECK(again.config.rope_scaling.factors == table);
+        CHECK(chain_logits(again.config, again.weights, tokens) == imported);
+    }
+    SECTION("config.json and llama2.c have no field for a table: refused by name, nothing written") {
+        const fs::path dir = scratch("llama3_table_hf");
+        fs::remove_all(dir);
+        CHECK_THROWS_WITH(save_checkpoint(dir, back.config, back.weights),
+                          Catch::StartsWith("[specdec.checkpoint]") && Catch::Contains("config.json") &&
+                              Catch::Contains("a table of 4 per-dimension factors") && Catch::Contains("save_gguf"));
+        CHECK_FALSE(fs::exists(dir / "config.json"));
+        const fs::path bin = scratch("llama3_table.bin");
+        fs::remove(bin);
+        CHECK_THROWS_WITH(save_llama2c(bin, back.config, back.weights),
+                          Catch::StartsWith("[specdec.llama2c]") && Catch::Contains("rope_scaling a table of 4"));
+        CHECK_FALSE(fs::exists(bin));
+    }
+}
+
+TEST_CASE("a table of RoPE factors is validated: one per rotary pair, finite and positive", "[gguf][rope][errors]") {
+    Config cfg = test::tiny_config(/*gqa=*/true);  // heads of 8: 4 pairs
+    cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kFactors, .factors = {1, 2, 4}};
+    CHECK_THROWS_WITH(cfg.validate(), Catch::StartsWith("[specdec.config]") &&
+                                          Catch::Contains("rope_scaling.factors holds 3 values; head_dim 8 needs one per rotary pair, 4"));
+    cfg.rope_scaling.factors = {1, 2, -4, 8};
+    CHECK_THROWS_WITH(cfg.validate(), Catch::Contains("rope_scaling.factors[2] must be > 0, got -4"));
+    cfg.rope_scaling.factors = {1, 2, 4, 8};
+    CHECK_NOTHROW(cfg.validate());
 }
 
 TEST_CASE("a model exported as GGUF Q8_0 imports within the stated logit bound", "[gguf][roundtrip]") {

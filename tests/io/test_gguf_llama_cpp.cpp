@@ -1,7 +1,10 @@
-// Golden test of a GGUF file written by llama.cpp itself: tests/data/gguf/llama_cpp/ holds a tiny HF folder
+// Golden tests of GGUF files written by llama.cpp itself: tests/data/gguf/llama_cpp/ holds a tiny HF folder
 // (untied, grouped-query, bf16), the file llama.cpp's convert_hf_to_gguf.py made of it (q/k rows permuted
 // by LlamaModel.permute), and llama.cpp's greedy ids and per-step logits on that file, all written by
-// `bash scripts/llama_cpp_interop.sh --golden` (README.md there).
+// `bash scripts/llama_cpp_interop.sh --golden` (README.md there); tests/data/gguf/llama_cpp_llama3/ the same
+// for a folder with Llama 3.x's rope_scaling, which the converter writes as the tensor rope_freqs.weight
+// (`--golden-llama3`).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -19,10 +22,11 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/gguf/llama_cpp";
+const fs::path kLlama3Dir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/gguf/llama_cpp_llama3";
 
-/// "label: 1 2 3" from llama_cpp_logits' output.
-std::vector<int> ids_after(const std::string& label) {
-    std::ifstream in(kDir / "llama_cpp.ids");
+/// "label: 1 2 3" from llama_cpp_logits' output in `dir`.
+std::vector<int> ids_after(const std::string& label, const fs::path& dir = kDir) {
+    std::ifstream in(dir / "llama_cpp.ids");
     REQUIRE(in);
     for (std::string line; std::getline(in, line);)
         if (line.rfind(label + ":", 0) == 0) {
@@ -96,4 +100,94 @@ TEST_CASE("llama.cpp's tokens and logits on its converted file are specdec's", "
     INFO("largest |logit| " << largest << ", largest difference " << worst);
     CHECK(largest > 1.0f);         // a law that is not flat, so a wrong q/k order would show
     CHECK(worst < 1e-4f * largest);  // f32 arithmetic in another order: 1.47e-5 of 7.56 when written
+}
+
+namespace {
+
+/// (steps, V) llama.cpp's logits rows in `dir`.
+std::vector<float> llama_cpp_logits(const fs::path& dir, std::size_t steps, int V) {
+    std::ifstream lf(dir / "llama_cpp.logits.f32", std::ios::binary);
+    std::vector<float> llama(steps * static_cast<std::size_t>(V));
+    lf.read(reinterpret_cast<char*>(llama.data()), static_cast<std::streamsize>(llama.size() * sizeof(float)));
+    REQUIRE(lf.gcount() == static_cast<std::streamsize>(llama.size() * sizeof(float)));
+    return llama;
+}
+
+/// (steps, V) the next-token logits of `c` + `w` on the prompt and the greedy tokens but the last.
+std::vector<float> step_logits(const Config& c, const Weights& w, const std::vector<int>& prompt, const std::vector<int>& greedy) {
+    CpuModel model(c, w);
+    std::vector<int> tokens = prompt;
+    tokens.insert(tokens.end(), greedy.begin(), greedy.end() - 1);
+    const Rows rows = model.forward(Tree::chain(tokens), 0);
+    return {rows.data.begin() + static_cast<std::ptrdiff_t>((prompt.size() - 1) * static_cast<std::size_t>(rows.cols)), rows.data.end()};
+}
+
+float largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
+    REQUIRE(a.size() == b.size());
+    float worst = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    return worst;
+}
+
+}  // namespace
+
+TEST_CASE("llama.cpp's conversion of a Llama 3.x folder loads as that folder, rope_freqs.weight as its table",
+          "[gguf][llama_cpp][rope]") {
+    const Checkpoint hf = load_checkpoint(kLlama3Dir);
+    REQUIRE(hf.config.rope_scaling.type == RopeScalingType::kLlama3);
+    const GgufModel m = load_gguf(kLlama3Dir / "converted.f32.gguf");
+    CHECK(m.config.rope_theta == hf.config.rope_theta);
+    CHECK(m.config.num_key_value_heads == hf.config.num_key_value_heads);
+    CHECK(test::same_bits(m.weights, hf.weights, hf.config));  // bf16 -> bf16, q/k rows back in HF's order
+    REQUIRE(m.config.rope_scaling.type == RopeScalingType::kFactors);
+    const std::vector<float>& table = m.config.rope_scaling.factors;
+    REQUIRE(table.size() == static_cast<std::size_t>(hf.config.head_dim() / 2));
+    // Every branch of the llama3 rule is in the file: kept (1), on the ramp, stretched (factor).
+    CHECK(std::count(table.begin(), table.end(), 1.0f) >= 1);
+    CHECK(std::count(table.begin(), table.end(), hf.config.rope_scaling.factor) >= 1);
+    CHECK(std::count_if(table.begin(), table.end(), [&](float f) { return f > 1.0f && f < hf.config.rope_scaling.factor; }) >= 2);
+    // save_gguf's table is the converter's, computed from the folder's parameters.
+    CHECK(detail::gguf_llama3_rope_factors(hf.config) == table);
+    // And HF's llama3 frequencies to float rounding: the file's frequencies are theta^(-2j/hd) / table[j].
+    const std::vector<double> ours = rope_inverse_frequencies(m.config), theirs = rope_inverse_frequencies(hf.config);
+    for (std::size_t j = 0; j < table.size(); ++j) CHECK_THAT(ours[j], Catch::Matchers::WithinRel(theirs[j], 1e-6));
+}
+
+TEST_CASE("llama.cpp's tokens and logits on its Llama 3.x file are specdec's, and need the table", "[gguf][llama_cpp][rope]") {
+    GgufModel m = load_gguf(kLlama3Dir / "converted.f32.gguf");
+    REQUIRE(m.tokenizer);
+    std::ifstream prompt_file(kLlama3Dir / "prompt.txt", std::ios::binary);
+    const std::string prompt((std::istreambuf_iterator<char>(prompt_file)), std::istreambuf_iterator<char>());
+    const std::vector<int> their_prompt = ids_after("prompt", kLlama3Dir), theirs = ids_after("greedy", kLlama3Dir);
+    REQUIRE(theirs.size() >= 8);
+    CHECK(m.tokenizer->encode(prompt) == their_prompt);
+    const int V = m.config.vocab_size;
+    const std::vector<float> llama = llama_cpp_logits(kLlama3Dir, theirs.size(), V);
+
+    {
+        CpuModel model(m.config, m.weights);
+        const Generation g = autoregressive_generate(model, their_prompt, GenerateOptions{.max_new_tokens = static_cast<int>(theirs.size())});
+        CHECK(g.tokens == theirs);
+    }
+    const std::vector<float> ours = step_logits(m.config, m.weights, their_prompt, theirs);
+    float largest = 0;
+    for (float x : llama) largest = std::max(largest, std::abs(x));
+    const float worst = largest_difference(ours, llama);
+
+    // The HF folder it came from (llama3's parameters, frequencies in double) gives the same logits to
+    // float rounding.
+    const Checkpoint hf = load_checkpoint(kLlama3Dir);
+    const float from_hf = largest_difference(step_logits(hf.config, hf.weights, their_prompt, theirs), ours);
+
+    // Control: the same file with its table ignored is another model at these positions.
+    Config ignored = m.config;
+    ignored.rope_scaling = {};
+    const float without_table = largest_difference(step_logits(ignored, m.weights, their_prompt, theirs), llama);
+
+    INFO("largest |logit| " << largest << ", difference to llama.cpp " << worst << ", HF folder vs GGUF " << from_hf
+                             << ", table ignored vs llama.cpp " << without_table);
+    CHECK(largest > 1.0f);
+    CHECK(worst < 1e-4f * largest);    // the tolerance of the test above
+    CHECK(from_hf < 1e-5f * largest);  // float rounding of the factors
+    CHECK(without_table > 1e-2f * largest);
 }

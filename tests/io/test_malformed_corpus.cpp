@@ -242,6 +242,11 @@ const std::vector<Case> kCorpus = {
     {"gguf/embedding_length_40.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.embedding_length' is 40; tensor 'token_embd.weight' has rows of 32 values"}},
     {"gguf/block_count_3.gguf", Loader::kGguf, {"[specdec.gguf]", "holds 11 tensors; llama.block_count 3 needs 29"}},
     {"gguf/nan_weight.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.ffn_down.weight' holds NaN at element 1420"}},
+    {"gguf/rope_freqs_f16.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'rope_freqs.weight' has type F16; llama.cpp reads RoPE factors only as F32"}},
+    {"gguf/rope_freqs_length.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'rope_freqs.weight' has ne [4]; head_dim 16 needs one factor per rotary pair, [8]"}},
+    {"gguf/rope_freqs_zero.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'rope_freqs.weight' element 3 is 0.000000; a RoPE factor must be finite and > 0"}},
+    {"gguf/rope_freqs_nan.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'rope_freqs.weight' element 5 is nan; a RoPE factor must be finite and > 0"}},
+    {"gguf/rope_freqs_with_linear.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.factor' is 2.000000 and the file also holds tensor 'rope_freqs.weight'"}},
 };
 
 const fs::path kCorpusDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/malformed";

@@ -582,6 +582,31 @@ void gguf_cases() {
     }());
 }
 
+// ---- gguf/rope_freqs_*: the same model with a table of RoPE factors (llama.cpp's rope_freqs.weight, 8 of
+// them for heads of 16), then the table or its tensor info broken.
+
+void gguf_rope_freqs_cases() {
+    Config c{.hidden_size = 32, .intermediate_size = 48, .num_hidden_layers = 1, .num_attention_heads = 2,
+             .num_key_value_heads = 1, .vocab_size = 16, .max_position_embeddings = 8, .tie_word_embeddings = true};
+    c.rope_scaling = RopeScaling{.type = RopeScalingType::kFactors, .factors = {1, 1, 2, 3, 4, 5, 6, 8}};
+    const fs::path tmp = kRoot / "gguf" / "tmp.gguf";
+    save_gguf(tmp, c, random_weights(c, 1, 0.3f), nullptr, GgufSaveType::kF32);
+    const std::string ok = detail::read_text_file(tmp, "gguf");
+    fs::remove(tmp);
+    const std::size_t table = ok.find(std::string(reinterpret_cast<const char*>(c.rope_scaling.factors.data()), 32));
+    if (table == std::string::npos) throw std::runtime_error("make_corpus: no factor table");
+    const auto factor = [&](std::size_t j, float v) {
+        std::uint32_t bits = 0;
+        std::memcpy(&bits, &v, 4);
+        return patched(ok, table + 4 * j, le32(bits));
+    };
+    write("gguf/rope_freqs_f16.gguf", patched(ok, after_tensor_name(ok, "rope_freqs.weight", 4 + 8), le32(1)));
+    write("gguf/rope_freqs_length.gguf", patched(ok, after_tensor_name(ok, "rope_freqs.weight", 4), le64(4)));
+    write("gguf/rope_freqs_zero.gguf", factor(3, 0.0f));
+    write("gguf/rope_freqs_nan.gguf", factor(5, std::numeric_limits<float>::quiet_NaN()));
+    write("gguf/rope_freqs_with_linear.gguf", with_kv(ok, gguf_f32_kv("llama.rope.scaling.factor", 2.0f), 1));
+}
+
 int main() try {
     // The cases found by fuzzing are the fuzzers' inputs split into files (README.md), not written here: kept.
     const auto found_by_fuzzing = [](const fs::path& p) {
@@ -601,6 +626,7 @@ int main() try {
     eagle_cases();
     llama2c_cases();
     gguf_cases();
+    gguf_rope_freqs_cases();
     return 0;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
