@@ -34,17 +34,20 @@ std::uint64_t next(std::uint64_t& state) {
 /// Uniform in [-1, 1), 24 bits.
 float uniform(std::uint64_t& state) { return static_cast<float>(next(state) >> 40) / 8388608.0f - 1.0f; }
 
-/// (kRows, kPerRow): each 32 values get a scale of their own, 2^-8 .. 2^4, so the blocks' d spans a
-/// wide range. Super-block 1 (row 0, values 256..511) starts with 32 zeros and holds one outlier, 40x its
-/// neighbours; super-block 2 (row 1, values 0..255) is all zeros (d = 0 in every type); super-block 3 is
-/// all positive (the mins of Q4_1, Q5_1 and the K types matter) with one block of tiny values (2^-20,
-/// where a half scale is subnormal).
+/// (kRows, kPerRow): each 32 values get a scale of their own, a power of two, within 8x of the others of
+/// their super-block of 256 (wider, and Q2_K's 4-bit sub-block scales round the small ones to 0), the
+/// super-blocks 2^-2, 2 and 2^-1 (the d of the blocks spans 2^-4 .. 2^2). Super-block 1 (row 0,
+/// values 256..511) starts with 32 zeros and holds one outlier, 40x its block's scale; super-block 2
+/// (row 1, values 0..255) is all zeros (d = 0 in every type); super-block 3 is all positive (the mins of
+/// Q4_1, Q5_1 and the K types matter) with one block of tiny values (below 2^-20, where a half scale is
+/// subnormal).
 std::vector<float> input() {
     std::vector<float> x(static_cast<std::size_t>(kRows) * kPerRow);
     std::uint64_t state = 20261128;
     for (std::size_t i = 0; i < x.size(); ++i) {
         const std::size_t block = i / 32, super = i / 256;
-        const float scale = std::ldexp(1.0f, static_cast<int>((block * 7) % 13) - 8);
+        const int super_exponent[] = {-2, 1, 0, -1};
+        const float scale = std::ldexp(1.0f, super_exponent[super] + static_cast<int>((block * 3) % 4) - 2);
         float v = uniform(state) * scale;
         if (super == 1 && i % 256 < 32) v = 0.0f;
         if (super == 2) v = 0.0f;
@@ -52,7 +55,7 @@ std::vector<float> input() {
         if (super == 3 && block % 8 == 5) v = std::ldexp(std::fabs(uniform(state)), -20);
         x[i] = v;
     }
-    x[300] = 40.0f * std::ldexp(1.0f, static_cast<int>((300 / 32 * 7) % 13) - 8);
+    x[300] = 40.0f * std::ldexp(1.0f, 1 + static_cast<int>((300 / 32 * 3) % 4) - 2);
     return x;
 }
 

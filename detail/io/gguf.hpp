@@ -401,7 +401,7 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
                 for (int j = 0; j < 16; ++j) {
                     const int x0 = (q[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
                     const int x1 = (q[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
-                    // ggml writes Q5_0 as (q - 16) · d and Q5_1 as q · d + m: the same products, bit for bit
+                    // (q - 16) · d as ggml computes it: q · d - 16 · d would round differently
                     dst[j] = with_min ? static_cast<float>(x0) * d + m : static_cast<float>(x0 - 16) * d;
                     dst[j + 16] = with_min ? static_cast<float>(x1) * d + m : static_cast<float>(x1 - 16) * d;
                 }
@@ -410,8 +410,8 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
         }
         case GgufType::kQ2_K:  // block: scales[16] (low nibble a scale, high nibble a min), qs[64], f16 d,
                                // f16 dmin; 16 sub-blocks of 16 values, x = d · scale_j · q - dmin · min_j with
-                               // q 2 bits. Each 32 bytes of qs hold 128 values: sub-blocks 2s and 2s + 1 of
-                               // that half are bits 2s, 2s+1 of bytes 0-15 and 16-31
+                               // q 2 bits. Each 32 bytes of qs hold 128 values: sub-block 2s of that half is
+                               // bits 2s, 2s+1 of bytes 0-15, sub-block 2s + 1 the same bits of bytes 16-31
             for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
                 const std::uint8_t* scales = p;
                 const std::uint8_t* q = p + 16;

@@ -83,7 +83,7 @@ TEST_CASE("every quantized type dequantizes ggml's own blocks to ggml's float32 
         std::memcpy(ggml.data(), raw.data(), raw.size());  // little-endian, as this reader is (gguf.hpp)
         std::size_t nonzero = 0;
         for (float v : ggml) nonzero += v != 0.0f;
-        REQUIRE(nonzero > static_cast<std::size_t>(kValues) / 2);  // the buffer is not degenerate
+        REQUIRE(nonzero > static_cast<std::size_t>(kValues) / 3);  // 288 inputs are zeros; the rest mostly not
 
         const std::vector<float> ours = dequantize(q.type, blocks, kValues);
         const std::vector<std::size_t> diff = differing_bits(ours, ggml);
