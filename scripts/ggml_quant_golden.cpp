@@ -39,8 +39,8 @@ float uniform(std::uint64_t& state) { return static_cast<float>(next(state) >> 4
 /// super-blocks 2^-2, 2 and 2^-1 (the d of the blocks spans 2^-4 .. 2^2). Super-block 1 (row 0,
 /// values 256..511) starts with 32 zeros and holds one outlier, 40x its block's scale; super-block 2
 /// (row 1, values 0..255) is all zeros (d = 0 in every type); super-block 3 is all positive (the mins of
-/// Q4_1, Q5_1 and the K types matter) with one block of tiny values (below 2^-20, where a half scale is
-/// subnormal).
+/// Q4_1, Q5_1 and the K types matter) with one block of tiny values (below 2^-20: the f16 d of the 32-value
+/// types is subnormal or 0 there).
 std::vector<float> input() {
     std::vector<float> x(static_cast<std::size_t>(kRows) * kPerRow);
     std::uint64_t state = 20261128;
