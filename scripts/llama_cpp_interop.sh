@@ -141,7 +141,7 @@ for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M; d
     file=$cache/target.$name.gguf
     "$bin/llama-quantize" ${flags[@]+"${flags[@]}"} "$cache/target.converted.gguf" "$file" "$t" 2 >"$cache/quantize-$name.log" 2>&1 ||
         { tail -5 "$cache/quantize-$name.log"; status=1; continue; }
-    echo "   llama-quantize ${flags[*]:-}$t wrote: $(types "$cache/quantize-$name.log") tensors"
+    echo "   llama-quantize ${flags[*]:+${flags[*]} }$t wrote: $(types "$cache/quantize-$name.log") tensors"
     saved=$status status=0
     check "$name" "$file"
     differs=$status status=$((saved | status))
