@@ -87,9 +87,9 @@ TEST_CASE("every quantized type dequantizes ggml's own blocks to ggml's float32 
 
         const std::vector<float> ours = dequantize(q.type, blocks, kValues);
         const std::vector<std::size_t> diff = differing_bits(ours, ggml);
-        if (!diff.empty())
-            INFO(diff.size() << " values differ; the first, value " << diff[0] << ": specdec " << ours[diff[0]] << ", ggml "
-                             << ggml[diff[0]]);
+        std::ostringstream first;
+        if (!diff.empty()) first << "; the first, value " << diff[0] << ": specdec " << ours[diff[0]] << ", ggml " << ggml[diff[0]];
+        INFO(diff.size() << " values differ" << first.str());
         CHECK(diff.empty());
 
         // The control: one bit of the first block's scale d flipped (an exponent bit of the f16) must be
