@@ -129,7 +129,7 @@ echo "-- specdec: the HF folder against llama.cpp's conversion of it"
 check converted "$cache/target.converted.gguf"
 
 echo "== 3. llama.cpp's llama-quantize requantizes the converted file; specdec reads what it wrote"
-types() {  # TYPE=...: the tensor types a llama-quantize log says it wrote, counted
+types() {  # types LOG: the tensor types a llama-quantize log says it wrote, counted
     sed -n 's/.*type = *\([A-Za-z0-9_]*\), converting to \([A-Za-z0-9_]*\) .*/\2/p; s/.*type = *\([A-Za-z0-9_]*\), size.*/\1/p' "$1" |
         sort | uniq -c | awk '{printf "%s%d %s", (NR > 1 ? ", " : ""), $1, $2}'
 }
