@@ -4,7 +4,11 @@
 #   1. specdec writes, llama.cpp reads: models/target exported by specdec (F32, F16, BF16, Q8_0);
 #   2. llama.cpp writes, specdec reads: llama.cpp's own convert_hf_to_gguf.py (q/k rows permuted for its
 #      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
-#   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q6_K.
+#   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q4_1,
+#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M (the K types need rows of a multiple
+#      of 256 values; for other rows llama-quantize falls back to a legacy type: the line "llama-quantize ...
+#      wrote" counts what it wrote); each file is also compared, bit for bit, with ggml's own dequantization
+#      of it to F32 (llama-quantize --allow-requantize).
 # Each file is decoded greedily by both sides twice: as token ids with each step's logits
 # (scripts/llama_cpp_logits.cpp on llama.h: F32 cache, no flash attention; decides the exit status) and as
 # text (llama.cpp's llama-simple with its defaults: reported), compared with specdec's (scripts/gguf_interop.cpp).
@@ -145,10 +149,32 @@ echo "-- specdec: the HF folder against llama.cpp's conversion of it"
 check converted "$cache/target.converted.gguf"
 
 echo "== 3. llama.cpp's llama-quantize requantizes the converted file; specdec reads what it wrote"
-for t in Q8_0 Q4_0 Q6_K; do
-    "$bin/llama-quantize" "$cache/target.converted.gguf" "$cache/target.llama-$t.gguf" "$t" 2 >"$cache/quantize-$t.log" 2>&1 ||
-        { tail -5 "$cache/quantize-$t.log"; status=1; continue; }
-    echo "   llama-quantize wrote: $(sed -n 's/.*type = *\([A-Za-z0-9_]*\), converting to \([A-Za-z0-9_]*\) .*/\2/p; s/.*type = *\([A-Za-z0-9_]*\), size.*/\1/p' "$cache/quantize-$t.log" | sort | uniq -c | awk '{printf "%s%d %s", (NR > 1 ? ", " : ""), $1, $2}') tensors"
-    check "llama-$t" "$cache/target.llama-$t.gguf"
+types() {  # types LOG: the tensor types a llama-quantize log says it wrote, counted
+    sed -n 's/.*type = *\([A-Za-z0-9_]*\), converting to \([A-Za-z0-9_]*\) .*/\2/p; s/.*type = *\([A-Za-z0-9_]*\), size.*/\1/p' "$1" |
+        sort | uniq -c | awk '{printf "%s%d %s", (NR > 1 ? ", " : ""), $1, $2}'
+}
+# NAME[:pure]; :pure passes --pure (one type for every matrix, no K-quant mix): a Q2_K mix of this model holds
+# no Q2_K tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8.
+for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M; do
+    t=${spec%:pure} name=llama-${spec/:/-} flags=()
+    [[ "$spec" == *:pure ]] && flags=(--pure)
+    file=$cache/target.$name.gguf
+    "$bin/llama-quantize" ${flags[@]+"${flags[@]}"} "$cache/target.converted.gguf" "$file" "$t" 2 >"$cache/quantize-$name.log" 2>&1 ||
+        { tail -5 "$cache/quantize-$name.log"; status=1; continue; }
+    echo "   llama-quantize ${flags[*]:+${flags[*]} }$t wrote: $(types "$cache/quantize-$name.log") tensors"
+    saved=$status status=0
+    check "$name" "$file"
+    differs=$status status=$((saved | status))
+    # ggml's own dequantization of the same file (llama-quantize --allow-requantize to F32: ggml's to_float of
+    # each tensor): specdec's logits on the quantized file must equal its logits on that, bit for bit.
+    "$bin/llama-quantize" --allow-requantize "$file" "$cache/target.$name.ggml-f32.gguf" F32 2 >"$cache/quantize-$name-f32.log" 2>&1 ||
+        { tail -5 "$cache/quantize-$name-f32.log"; status=1; continue; }
+    echo "-- specdec: $name against ggml's dequantization of it to F32"
+    "$cache/gguf_interop" same "$file" "$cache/target.$name.ggml-f32.gguf" "$prompt" "$n" || status=1
+    if ((differs)); then  # llama.cpp on those F32 weights: its quantized arithmetic taken out
+        echo "   llama.cpp (llama.h) on ggml's F32 dequantization of $name, against specdec:"
+        "$cache/llama_cpp_logits" "$cache/target.$name.ggml-f32.gguf" "$prompt" "$n" "$cache/$name.ggml-f32.logits" >"$cache/$name.ggml-f32.ids" 2>/dev/null &&
+            "$cache/gguf_interop" against "$cache/target.$name.ggml-f32.gguf" "$prompt" "$cache/$name.ggml-f32.ids" "$cache/$name.ggml-f32.logits" | sed 's/^/   /' || true
+    fi
 done
 exit $status

@@ -59,7 +59,8 @@ namespace specdec {
 // ---- declarations (the bodies follow) ----------------------------------------------------------------
 
 /// ggml tensor types by id (ggml.h). Those named here are the ones specdec knows the layout of; loading
-/// dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K, saving writes F32, F16, BF16 and Q8_0.
+/// dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (gguf_readable),
+/// saving writes F32, F16, BF16 and Q8_0.
 enum class GgufType : std::uint32_t {
     kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
     kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15,
@@ -239,6 +240,18 @@ struct GgufTypeTraits {
 };
 SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type);
 
+/// The types gguf_dequantize reads, as its messages list them.
+inline constexpr const char* kGgufReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
+constexpr bool gguf_readable(GgufType type) {
+    switch (type) {
+        case GgufType::kF32: case GgufType::kF16: case GgufType::kBF16: case GgufType::kQ8_0: case GgufType::kQ4_0:
+        case GgufType::kQ4_1: case GgufType::kQ5_0: case GgufType::kQ5_1: case GgufType::kQ2_K: case GgufType::kQ3_K:
+        case GgufType::kQ4_K: case GgufType::kQ5_K: case GgufType::kQ6_K:
+            return true;
+        default: return false;
+    }
+}
+
 /// IEEE binary16 from float, round to nearest even (Inf beyond 65504, NaN kept).
 SPECDEC_INLINE std::uint16_t float_to_half(float f);
 
@@ -327,6 +340,14 @@ inline void q4_k_scale_min(int j, const std::uint8_t* s, int& scale, int& min) {
     }
 }
 
+// The 6-bit scale of sub-block j (0..15) of a Q3_K block, packed in its 12 scale bytes (ggml's
+// dequantize_row_q3_K): the low 4 bits are the low (j < 8) or high (j >= 8) nibble of byte j mod 8, the
+// top 2 bits are bits 2(j div 4), 2(j div 4) + 1 of byte 8 + j mod 4.
+inline int q3_k_scale(int j, const std::uint8_t* s) {
+    const int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
+    return low | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+}
+
 SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byte> src, float* dst, std::int64_t n) {
     const GgufTypeTraits t = gguf_type_traits(type);
     require(t.block > 0 && n % t.block == 0 && src.size() >= static_cast<std::size_t>(n / t.block * t.bytes), "gguf", [&] {
@@ -364,6 +385,80 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
                 }
             }
             return;
+        case GgufType::kQ4_1:  // block: f16 d, f16 m, 16 bytes of nibbles laid out as Q4_0's; x = d · nibble + m
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += kQK) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const float m = read_half(reinterpret_cast<const std::byte*>(p + 2));
+                const std::uint8_t* q = p + 4;
+                for (int j = 0; j < 16; ++j) {
+                    dst[j] = static_cast<float>(q[j] & 0xF) * d + m;
+                    dst[j + 16] = static_cast<float>(q[j] >> 4) * d + m;
+                }
+            }
+            return;
+        case GgufType::kQ5_0:  // block: f16 d, uint32 qh (the 5th bits: bit j for value j), 16 bytes of nibbles
+                               // laid out as Q4_0's; x = d · (5-bit q - 16)
+        case GgufType::kQ5_1:  // block: f16 d, f16 m, then Q5_0's qh and nibbles; x = d · 5-bit q + m
+        {
+            const bool with_min = static_cast<GgufType>(type) == GgufType::kQ5_1;
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += kQK) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const float m = with_min ? read_half(reinterpret_cast<const std::byte*>(p + 2)) : 0.0f;
+                const std::uint8_t* h = p + (with_min ? 4 : 2);
+                const std::uint8_t* q = h + 4;
+                std::uint32_t qh;
+                std::memcpy(&qh, h, 4);
+                for (int j = 0; j < 16; ++j) {
+                    const int x0 = (q[j] & 0xF) | static_cast<int>(((qh >> j) & 1u) << 4);
+                    const int x1 = (q[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+                    // (q - 16) · d as ggml computes it: q · d - 16 · d would round differently
+                    dst[j] = with_min ? static_cast<float>(x0) * d + m : static_cast<float>(x0 - 16) * d;
+                    dst[j + 16] = with_min ? static_cast<float>(x1) * d + m : static_cast<float>(x1 - 16) * d;
+                }
+            }
+            return;
+        }
+        case GgufType::kQ2_K:  // block: scales[16] (low nibble a scale, high nibble a min), qs[64], f16 d,
+                               // f16 dmin; 16 sub-blocks of 16 values, x = d · scale_j · q - dmin · min_j with
+                               // q 2 bits. Each 32 bytes of qs hold 128 values: sub-block 2s of that half is
+                               // bits 2s, 2s+1 of bytes 0-15, sub-block 2s + 1 the same bits of bytes 16-31
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const std::uint8_t* scales = p;
+                const std::uint8_t* q = p + 16;
+                const float d = read_half(reinterpret_cast<const std::byte*>(p + 80));
+                const float dmin = read_half(reinterpret_cast<const std::byte*>(p + 82));
+                for (int half = 0; half < 2; ++half, q += 32)
+                    for (int shift = 0; shift < 8; shift += 2)
+                        for (int part = 0; part < 2; ++part) {
+                            const std::uint8_t sc = *scales++;
+                            const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+                            for (int l = 0; l < 16; ++l)
+                                *dst++ = dl * static_cast<float>((q[l + 16 * part] >> shift) & 3) - ml;
+                        }
+            }
+            return;
+        case GgufType::kQ3_K:  // block: hmask[32] (3rd bits), qs[64] (low 2 bits), scales[12], f16 d; 16
+                               // sub-blocks of 16 values, x = d · (scale_j - 32) · (q - 4 · (3rd bit clear))
+                               // with q 2 bits and scale_j 6 bits (q3_k_scale). qs is laid out as Q2_K's; the
+                               // 3rd bit of value l + 32i (i = 0..7, l < 32) is bit i of hmask[l]
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const std::uint8_t* hmask = p;
+                const std::uint8_t* q = p + 32;
+                const std::uint8_t* scales = p + 96;
+                const float d = read_half(reinterpret_cast<const std::byte*>(p + 108));
+                int j = 0, bit = 0;
+                for (int half = 0; half < 2; ++half, q += 32)
+                    for (int shift = 0; shift < 8; shift += 2, ++bit)
+                        for (int part = 0; part < 2; ++part, ++j) {
+                            const float dl = d * static_cast<float>(q3_k_scale(j, scales) - 32);
+                            for (int l = 0; l < 16; ++l) {
+                                const int i = l + 16 * part;
+                                const int low = (q[i] >> shift) & 3, sub = (hmask[i] >> bit) & 1 ? 0 : 4;
+                                *dst++ = dl * static_cast<float>(low - sub);
+                            }
+                        }
+            }
+            return;
         case GgufType::kQ4_K:  // block: f16 d, f16 dmin, scales[12], qs[128]; 8 sub-blocks of 32 values,
                                // x = d · scale_j · nibble - dmin · min_j; each 32 bytes of qs hold two
                                // sub-blocks, the first in the low nibbles, the next in the high ones
@@ -380,6 +475,28 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
                     const float d1 = d * static_cast<float>(s1), o1 = dmin * static_cast<float>(m1);
                     for (int l = 0; l < 32; ++l) *dst++ = d0 * static_cast<float>(q[l] & 0xF) - o0;
                     for (int l = 0; l < 32; ++l) *dst++ = d1 * static_cast<float>(q[l] >> 4) - o1;
+                }
+            }
+            return;
+        case GgufType::kQ5_K:  // block: f16 d, f16 dmin, scales[12] (as Q4_K's), qh[32], qs[128]; Q4_K's
+                               // layout and formula with a 5th bit added to each nibble: bit j of qh[l] for
+                               // value l of sub-block j (l < 32)
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const float dmin = read_half(reinterpret_cast<const std::byte*>(p + 2));
+                const std::uint8_t* scales = p + 4;
+                const std::uint8_t* qh = p + 16;
+                const std::uint8_t* q = p + 48;
+                for (int pair = 0; pair < 4; ++pair, q += 32) {
+                    int s0, m0, s1, m1;
+                    q4_k_scale_min(2 * pair, scales, s0, m0);
+                    q4_k_scale_min(2 * pair + 1, scales, s1, m1);
+                    const float d0 = d * static_cast<float>(s0), o0 = dmin * static_cast<float>(m0);
+                    const float d1 = d * static_cast<float>(s1), o1 = dmin * static_cast<float>(m1);
+                    for (int l = 0; l < 32; ++l)
+                        *dst++ = d0 * static_cast<float>((q[l] & 0xF) | (((qh[l] >> (2 * pair)) & 1) << 4)) - o0;
+                    for (int l = 0; l < 32; ++l)
+                        *dst++ = d1 * static_cast<float>((q[l] >> 4) | (((qh[l] >> (2 * pair + 1)) & 1) << 4)) - o1;
                 }
             }
             return;
@@ -405,7 +522,7 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
         default: break;
     }
     fail("gguf", std::string("dequantize: type ") + t.name + " (" + std::to_string(type) +
-                     ") is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K are)");
+                     ") is not supported (" + kGgufReadable + " are)");
 }
 
 SPECDEC_INLINE void quantize_q8_0(std::span<const float> x, std::vector<std::byte>& out) {
@@ -1155,12 +1272,10 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
         });
         const detail::GgufTypeTraits traits = detail::gguf_type_traits(t->type);
         const auto type = static_cast<GgufType>(t->type);
-        detail::require(type == GgufType::kF32 || type == GgufType::kF16 || type == GgufType::kBF16 || type == GgufType::kQ8_0 ||
-                            type == GgufType::kQ4_0 || type == GgufType::kQ4_K || type == GgufType::kQ6_K,
-                        "gguf", [&] {
-                            return file + ": tensor '" + name + "' has type " + traits.name + " (ggml type " + std::to_string(t->type) +
-                                   "), which specdec cannot dequantize (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)";
-                        });
+        detail::require(detail::gguf_readable(type), "gguf", [&] {
+            return file + ": tensor '" + name + "' has type " + traits.name + " (ggml type " + std::to_string(t->type) +
+                   "), which specdec cannot dequantize (" + detail::kGgufReadable + ")";
+        });
         const int heads = detail::gguf_rope_heads(hf, c);
         if (options.defer_matrices && deferrable_tensor(hf)) {
             const std::int64_t rows = want[1], k = want[0];

@@ -224,7 +224,7 @@ const std::vector<Case> kCorpus = {
     {"gguf/bad_version.gguf", Loader::kGguf, {"[specdec.gguf]", "version 1 is not supported"}},
     {"gguf/data_past_end.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'output_norm.weight': data [33024, +128) runs past the end of the data section"}},
     {"gguf/unknown_type.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.ffn_up.weight': ggml type 99 is unknown"}},
-    {"gguf/unsupported_quant.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'token_embd.weight' has type Q4_1 (ggml type 3), which specdec cannot dequantize"}},
+    {"gguf/unsupported_quant.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'token_embd.weight' has type Q8_1 (ggml type 9), which specdec cannot dequantize"}},
     {"gguf/n_dims_5.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_v.weight': n_dims 5 is outside 1..4"}},
     {"gguf/misaligned_offset.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_v.weight': offset 8324 is not a multiple of the alignment 32"}},
     {"gguf/duplicate_tensor.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'blk.0.attn_q.weight' appears twice"}},

@@ -539,7 +539,7 @@ void gguf_cases() {
     write("gguf/bad_version.gguf", patched(ok, 4, le32(1)));
     write("gguf/data_past_end.gguf", ok.substr(0, ok.size() - 64));
     write("gguf/unknown_type.gguf", patched(ok, after_tensor_name(ok, "blk.0.ffn_up.weight", 4 + 16), le32(99)));
-    write("gguf/unsupported_quant.gguf", patched(ok, after_tensor_name(ok, "token_embd.weight", 4 + 16), le32(3)));  // Q4_1
+    write("gguf/unsupported_quant.gguf", patched(ok, after_tensor_name(ok, "token_embd.weight", 4 + 16), le32(9)));  // Q8_1 (ggml keeps it for activations; files never hold it)
     write("gguf/n_dims_5.gguf", patched(ok, after_tensor_name(ok, "blk.0.attn_v.weight", 0), le32(5)));
     write("gguf/misaligned_offset.gguf", [&] {
         const std::size_t at = after_tensor_name(ok, "blk.0.attn_v.weight", 4 + 16 + 4);
