@@ -42,6 +42,7 @@ inline int edd_hidden_layer(const Config& target) { return std::max(0, target.nu
 
 /// The drafter's shape for a target: its config with one decoder layer.
 inline Config edd_drafter_config(const Config& target) {
+    detail::require_llama_block(target, "edd", "an EDD drafter's layer (built in the target's shape)");
     Config c = target;
     c.num_hidden_layers = 1;
     return c;
