@@ -82,7 +82,7 @@ TEST_CASE("with a Qwen2 or Qwen3 target and drafter, greedy speculative output i
     const std::uint64_t seed = GENERATE(1u, 2u, 3u);
     const Config cfg = test::tiny_block_config(block);
     const Weights w = test::random_block_weights(cfg, seed, 0.4f);
-    CpuModel target(cfg, w), draft(cfg, perturbed(cfg, w, 0.15f, seed + 100));  // biases and q/k norms perturbed too
+    CpuModel target(cfg, w), draft(cfg, perturbed(cfg, w, 0.15f, seed + 100));  // matrices and biases perturbed
     const std::vector<int> prompt{static_cast<int>(seed % 60), 3, 17, 42};
     const GenerateOptions opts{.max_new_tokens = 40, .seed = seed};
     const Generation plain = autoregressive_generate(target, prompt, opts);
