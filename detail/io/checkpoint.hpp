@@ -46,7 +46,8 @@ struct Checkpoint {
 /// spelling (4.x's rope_theta + rope_scaling, 5.x's rope_parameters; both present must agree), are
 /// honoured. Fields we cannot honour (Llama's biases, a sliding window, experts, another activation,
 /// another rope_type) are errors naming the field, and so is any key on none of the lists below
-/// (kConfigKeysRead, kConfigKeysInert, the Qwen and drafters' lists): never silently ignored. `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
+/// (kConfigKeysRead, kConfigKeysInert, the Qwen and drafters' lists): never silently ignored.
+/// `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
 SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<const std::string_view> also_known = {});
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");
 /// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
@@ -402,10 +403,12 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     for (const char* flag : {"attention_bias", "mlp_bias"})
         if (root.find(flag))
             detail::require(!field(flag, detail::as_bool), "checkpoint", [&] {
+                const bool mlp = std::string_view(flag) == "mlp_bias";
                 return file + ": " + flag + " = true is not supported (" +
-                       (std::string_view(flag) == "mlp_bias" ? "biases on the MLP's projections"
-                                                             : "biases on q_proj, k_proj, v_proj and o_proj") +
-                       ", which " + model_type + " does not have by default)";
+                       (mlp                     ? "biases on the MLP's projections"
+                        : model_type == "qwen2" ? "an o_proj bias: Qwen2's q/k/v biases are always read, o_proj has none"
+                                                : "biases on q_proj, k_proj, v_proj and o_proj") +
+                       ")";
             });
     if (qwen) {
         // Qwen2Config / Qwen3Config: sliding_window is dropped unless use_sliding_window (and HF's

@@ -242,6 +242,15 @@ TEST_CASE("code that implements Llama's block only refuses a Qwen config by name
     CHECK(refused("eagle", "a feature drafter's layer (built in the target's shape)", [&] { (void)feature_drafter_config(c, false); }));
     CHECK(refused("eagle", "a feature drafter's layer (built in the target's shape)", [&] { (void)initial_feature_drafter(c, w, Connector::kFc, false, 1); }));
     CHECK(refused("glide", "a GLIDE drafter's layers", [&] { GlideConfig{.draft = c}.validate(); }));
+    // A drafter checkpoint built by hand in a Qwen shape: its model_type would read back as a Llama.
+    FeatureCheckpoint fc{.config = c, .weights = w};
+    const fs::path drafters = fresh_dir("drafters");
+    CHECK(refused("edd", "save_edd_checkpoint", [&] { save_edd_checkpoint(drafters / "edd", EddCheckpoint{.config = c, .weights = w}); }));
+    CHECK(refused("eagle", "save_feature_checkpoint", [&] { save_feature_checkpoint(drafters / "f", fc, SaveFormat::kF32); }));
+    CHECK(refused("convert", "save_eagle_layout (the engines' llama_eagle.py)",
+                  [&] { save_eagle_layout(drafters / "e", fc, ServingEngine::kSglang, SaveFormat::kF32); }));
+    CHECK(fs::is_empty(drafters));
+    fs::remove_all(drafters);
     CHECK(refused("widen", "widening", [&] { (void)widened_config(c, widen_preset("110m")); }));
     const fs::path dir = fresh_dir("exports");
     CHECK(refused("llama2c", "save_llama2c (llama2.c's run.c)", [&] { save_llama2c(dir / "model.bin", c, w); }));

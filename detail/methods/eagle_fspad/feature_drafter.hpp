@@ -470,6 +470,8 @@ SPECDEC_INLINE void check_feature_pair(const FeatureCheckpoint& d, const Config&
 
 SPECDEC_INLINE void save_feature_checkpoint(const std::filesystem::path& dir, const FeatureCheckpoint& ck,
                                             SaveFormat format) {
+    // model_type "eagle"/"fspad" reads back as Llama's block: a Qwen block would lose its biases or norms.
+    detail::require_llama_block(ck.config, "eagle", "save_feature_checkpoint");
     validate(ck.weights, ck.config);
     std::filesystem::create_directories(dir);
     const std::filesystem::path path = dir / "config.json";
