@@ -243,7 +243,9 @@ TEST_CASE("code that implements Llama's block only refuses a Qwen config by name
     CHECK(refused("eagle", "a feature drafter's layer (built in the target's shape)", [&] { (void)initial_feature_drafter(c, w, Connector::kFc, false, 1); }));
     CHECK(refused("glide", "a GLIDE drafter's layers", [&] { GlideConfig{.draft = c}.validate(); }));
     // A drafter checkpoint built by hand in a Qwen shape: its model_type would read back as a Llama.
-    FeatureCheckpoint fc{.config = c, .weights = w};
+    FeatureCheckpoint fc;
+    fc.config = c;
+    fc.weights = w;
     const fs::path drafters = fresh_dir("drafters");
     CHECK(refused("edd", "save_edd_checkpoint", [&] { save_edd_checkpoint(drafters / "edd", EddCheckpoint{.config = c, .weights = w}); }));
     CHECK(refused("eagle", "save_feature_checkpoint", [&] { save_feature_checkpoint(drafters / "f", fc, SaveFormat::kF32); }));
