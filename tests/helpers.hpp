@@ -25,6 +25,33 @@ inline specdec::Config tiny_config(bool gqa = true, int vocab = 64) {
                            .max_position_embeddings = 128};
 }
 
+/// The attention blocks a Config can have: Llama's, Qwen2's (q/k/v biases), Qwen3's (per-head q/k norms).
+enum class Block { kLlama, kQwen2, kQwen3 };
+
+/// tiny_config(gqa, vocab) with the block `b`; Qwen3's gets head_dim 16 (not hidden / heads = 8), as
+/// Qwen3's configs set head_dim apart from the width.
+inline specdec::Config tiny_block_config(Block b, bool gqa = true, int vocab = 64) {
+    specdec::Config c = tiny_config(gqa, vocab);
+    c.qkv_bias = b == Block::kQwen2;
+    c.qk_norm = b == Block::kQwen3;
+    if (b == Block::kQwen3) c.attention_head_dim = 16;
+    return c;
+}
+
+/// random_weights(c, seed, std_dev) whose q/k norm gains are 1 + N(0, 0.2) and biases N(0, 0.5): every
+/// tensor of a Qwen block changes the logits. A Llama's are random_weights' exactly.
+inline specdec::Weights random_block_weights(const specdec::Config& c, std::uint64_t seed, float std_dev) {
+    specdec::Weights w = specdec::random_weights(c, seed, std_dev);
+    specdec::detail::NormalStream normal{seed + 1000};
+    specdec::for_each_tensor(w, c, [&](const std::string& name, std::vector<float>& t, std::size_t) {
+        if (name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight"))
+            for (float& v : t) v = 1.0f + 0.2f * normal.next();
+        else if (name.ends_with(".bias"))
+            for (float& v : t) v = 0.5f * normal.next();
+    });
+    return w;
+}
+
 // The statistics and laws of the losslessness checks are the library's (specdec::check,
 // detail/check/lossless.hpp); these names forward to them.
 using specdec::check::ChiSquare;

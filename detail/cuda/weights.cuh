@@ -175,6 +175,7 @@ inline LayerWeights resolved_layer(const Weights& w, int l) {
 /// float32 copy in host memory (one layer's, about 0.8 GB, at a time).
 inline DeviceWeights upload_weights(const Config& c, const Weights& w) {
     c.validate();
+    detail::require_llama_block(c, "cuda.model", "CudaModel");  // before any upload
     validate(w, c, /*allow_deferred=*/true);
     DeviceWeights d;
     d.embed = detail::upload_bf16({&w.embed});
@@ -212,6 +213,7 @@ inline DeviceGlideWeights upload_glide_weights(const GlideConfig& c, const Glide
 /// random_weights draws on the host.
 inline DeviceWeights random_device_weights(const Config& c, std::uint64_t seed, float std_dev = 0.02f) {
     c.validate();
+    detail::require_llama_block(c, "cuda.model", "CudaModel");
     const std::size_t D = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
     const std::size_t q = static_cast<std::size_t>(c.num_attention_heads) * c.head_dim(), kv = c.kv_dim();
     std::uint32_t tensor = 0;

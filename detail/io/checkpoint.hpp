@@ -40,12 +40,14 @@ struct Checkpoint {
     Weights weights;
 };
 
-/// Reads a HF LlamaConfig (model_type llama, or mistral without a sliding window): head_dim, and RoPE
-/// scaling of rope_type linear or llama3 in either spelling (4.x's rope_theta + rope_scaling, 5.x's
-/// rope_parameters; both present must agree), are honoured. Fields we cannot honour (biases, Qwen2,
-/// sliding_window, experts, another activation, another rope_type) are errors naming the field, and so
-/// is any key on none of the lists below (kConfigKeysRead, kConfigKeysInert, the drafters'): never
-/// silently ignored. `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
+/// Reads a HF LlamaConfig (model_type llama, or mistral without a sliding window), a Qwen2Config
+/// (model_type qwen2: Config::qkv_bias) or a Qwen3Config (qwen3: Config::qk_norm, head_dim 128 unless
+/// given) without a sliding window: head_dim, and RoPE scaling of rope_type linear or llama3 in either
+/// spelling (4.x's rope_theta + rope_scaling, 5.x's rope_parameters; both present must agree), are
+/// honoured. Fields we cannot honour (Llama's biases, a sliding window, experts, another activation,
+/// another rope_type) are errors naming the field, and so is any key on none of the lists below
+/// (kConfigKeysRead, kConfigKeysInert, the Qwen and drafters' lists): never silently ignored.
+/// `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
 SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<const std::string_view> also_known = {});
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");
 /// Reads every Llama tensor of `c` by its HF name, checking shape against the config (the layer count
@@ -112,6 +114,12 @@ inline constexpr std::string_view kConfigKeysInert[] = {
     "attention_dropout",      // dropout is off at inference
     "pretraining_tp",         // transformers <= 4.x splits each matmul into this many slices: the same sums
 };
+/// Qwen2Config's and Qwen3Config's sliding-window keys (transformers, configuration_qwen2.py and
+/// configuration_qwen3.py): read for model_type qwen2 and qwen3 only. With use_sliding_window false
+/// (required) transformers sets sliding_window to None and derives every layer_types entry as
+/// "full_attention", so sliding_window and max_window_layers are inert; a layer_types given explicitly
+/// must say "full_attention" for every layer.
+inline constexpr std::string_view kQwenConfigKeys[] = {"use_sliding_window", "max_window_layers", "layer_types"};
 inline constexpr std::string_view kGlideConfigKeys[] = {"glide_cross_attention",  "glide_target_layers",
                                                         "glide_cross_heads",      "glide_cross_head_dim",
                                                         "glide_target_kv_heads",  "glide_target_rope_theta"};
@@ -313,6 +321,7 @@ SPECDEC_INLINE void require_known_config_keys(const json::Value& root, const std
     };
     const auto mine = [&](std::string_view key) {  // the library's own drafters' keys, read by their loaders
         if (model_type == "edd") return listed(kEddConfigKeys, key);
+        if (model_type == "qwen2" || model_type == "qwen3") return listed(kQwenConfigKeys, key);
         if (model_type == "eagle" || model_type == "fspad") return listed(kFeatureDrafterConfigKeys, key);
         // GLIDE's vanilla ablation is a Llama (model_type llama) that carries the glide_* keys, unread.
         if (model_type == "glide" || model_type == "llama") return listed(kGlideConfigKeys, key);
@@ -333,6 +342,9 @@ SPECDEC_INLINE std::vector<std::int64_t> hf_shape(const std::string& name, const
     const auto ends = [&](std::string_view suffix) {
         return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
+    if (ends("q_norm.weight") || ends("k_norm.weight")) return {c.head_dim()};  // Qwen3: per head
+    if (ends("q_proj.bias")) return {q};                                       // Qwen2
+    if (ends("k_proj.bias") || ends("v_proj.bias")) return {kv};
     if (ends("norm.weight")) return {D};
     if (ends("embed_tokens.weight") || name == "lm_head.weight") return {V, D};
     if (ends("q_proj.weight")) return {q, D};
@@ -381,13 +393,16 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     if (const auto* v = root.find("model_type"); v && !v->is_null()) {
         const std::string& type = model_type;
         // edd, glide, eagle and fspad are this library's own Llama-shaped drafters (their loaders read the rest).
-        const bool known = type == "llama" || type == "mistral" || type == "edd" || type == "glide" ||
-                           type == "eagle" || type == "fspad";
+        const bool known = type == "llama" || type == "mistral" || type == "qwen2" || type == "qwen3" || type == "edd" ||
+                           type == "glide" || type == "eagle" || type == "fspad";
         detail::require(known, "checkpoint", [&] {
-            return file + ": model_type '" + type + "' is not supported (llama, or mistral without sliding_window)" +
-                   (type == "qwen2" ? "; Qwen2's q/k/v projections have biases, which this Llama does not" : "");
+            return file + ": model_type '" + type +
+                   "' is not supported (llama, mistral without sliding_window, qwen2, qwen3 without use_sliding_window)";
         });
     }
+    const bool qwen = model_type == "qwen2" || model_type == "qwen3";
+    c.qkv_bias = model_type == "qwen2";  // modeling_qwen2.py: q/k/v_proj always have biases, o_proj none
+    c.qk_norm = model_type == "qwen3";   // modeling_qwen3.py: q_norm and k_norm on every layer
     if (root.find("partial_alignment")) c.partial_alignment = field("partial_alignment", detail::as_bool);
     if (root.find("hidden_act")) {
         const std::string act = field("hidden_act", detail::as_string);
@@ -396,9 +411,39 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     }
     for (const char* flag : {"attention_bias", "mlp_bias"})
         if (root.find(flag))
-            detail::require(!field(flag, detail::as_bool), "checkpoint",
-                            [&] { return file + ": " + flag + " = true is not supported (Llama has no biases)"; });
-    if (const auto* v = root.find("sliding_window"); v && !v->is_null()) {
+            detail::require(!field(flag, detail::as_bool), "checkpoint", [&] {
+                const bool mlp = std::string_view(flag) == "mlp_bias";
+                return file + ": " + flag + " = true is not supported (" +
+                       (mlp                     ? "biases on the MLP's projections"
+                        : model_type == "qwen2" ? "an o_proj bias: Qwen2's q/k/v biases are always read, o_proj has none"
+                                                : "biases on q_proj, k_proj, v_proj and o_proj") +
+                       ")";
+            });
+    if (qwen) {
+        // Qwen2Config / Qwen3Config: sliding_window is dropped unless use_sliding_window (and HF's
+        // Qwen2.5 and Qwen3 configs say false); layer_types derived from it are then all full attention.
+        if (root.find("use_sliding_window"))
+            detail::require(!field("use_sliding_window", detail::as_bool), "checkpoint", [&] {
+                return file + ": use_sliding_window = true is not supported (layers from max_window_layers on would "
+                              "attend to the last sliding_window tokens only; full attention only)";
+            });
+        if (root.find("max_window_layers")) (void)field("max_window_layers", detail::as_int);  // inert, but a number
+        if (const auto* v = root.find("layer_types"); v && !v->is_null()) {
+            detail::require(v->is_array() && static_cast<std::int64_t>(v->as_array().size()) == c.num_hidden_layers,
+                            "checkpoint", [&] {
+                                return file + ": field 'layer_types' is " + detail::json_preview(*v) + ", expected an array of " +
+                                       std::to_string(c.num_hidden_layers) + " strings (one per layer)";
+                            });
+            for (std::size_t i = 0; i < v->as_array().size(); ++i) {
+                const json::Value& t = v->as_array()[i];
+                detail::require(t.is_string() && t.as_string() == "full_attention", "checkpoint", [&] {
+                    return file + ": field 'layer_types[" + std::to_string(i) + "]' is " + detail::json_preview(t) +
+                           ", not supported (full attention only: every layer must be \"full_attention\")";
+                });
+            }
+        }
+    }
+    if (const auto* v = root.find("sliding_window"); !qwen && v && !v->is_null()) {
         // Mistral v0.1 attends to the last 4096 tokens only; full attention would differ beyond that.
         detail::fail("checkpoint", file + ": sliding_window = " + json::dump(*v) +
                                        " is not supported (full attention only: sliding_window must be null)");
@@ -432,8 +477,9 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
             c.rope_theta = theta;
         }
     }
-    if (const auto* v = root.find("head_dim"); v && !v->is_null()) {
-        const std::int64_t head_dim = field("head_dim", detail::as_int);
+    // Qwen3Config's head_dim defaults to 128, not hidden_size / num_attention_heads.
+    if (const auto* v = root.find("head_dim"); (v && !v->is_null()) || model_type == "qwen3") {
+        const std::int64_t head_dim = v && !v->is_null() ? field("head_dim", detail::as_int) : 128;
         detail::require(head_dim > 0 && head_dim < (std::int64_t{1} << 20), "checkpoint",
                         [&] { return file + ": field 'head_dim' = " + std::to_string(head_dim) + " is out of range"; });
         if (head_dim * c.num_attention_heads != c.hidden_size || c.hidden_size % c.num_attention_heads != 0)
@@ -450,8 +496,11 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
 
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype) {
     json::Object o;
-    o.set("architectures", json::Array{json::Value("LlamaForCausalLM")});
-    o.set("model_type", "llama");
+    // The block decides the HF class: Llama's, Qwen2's (q/k/v biases) or Qwen3's (q/k norms).
+    const char* type = c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama";
+    o.set("architectures",
+          json::Array{json::Value(c.qkv_bias ? "Qwen2ForCausalLM" : c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM")});
+    o.set("model_type", type);
     o.set("hidden_act", "silu");
     o.set("hidden_size", c.hidden_size);
     o.set("intermediate_size", c.intermediate_size);
@@ -464,9 +513,14 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
     o.set("rms_norm_eps", static_cast<double>(c.rms_norm_eps));
     o.set("tie_word_embeddings", c.tie_word_embeddings);
     if (c.partial_alignment) o.set("partial_alignment", true);  // FSPAD's PAD: the last down_proj is (2D, F)
-    o.set("attention_bias", false);
-    o.set("mlp_bias", false);
-    if (c.attention_head_dim > 0) o.set("head_dim", c.attention_head_dim);
+    if (!c.qkv_bias) o.set("attention_bias", false);  // Qwen2Config has no such field (its biases are fixed)
+    if (c.llama_block()) o.set("mlp_bias", false);
+    if (c.qkv_bias || c.qk_norm) {
+        o.set("use_sliding_window", false);
+        o.set("sliding_window", nullptr);
+    }
+    // Qwen3's default head_dim is 128: write it always there.
+    if (c.attention_head_dim > 0 || c.qk_norm) o.set("head_dim", c.head_dim());
     const RopeScaling& rs = c.rope_scaling;
     // A table of factors (from a GGUF's rope_freqs.weight) has no config.json field: transformers would
     // load the folder unscaled. Refused before config.json is written.

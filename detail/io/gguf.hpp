@@ -1422,6 +1422,7 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
                               const GgufTokenizer* tokenizer, GgufSaveType type) {
     const std::string file = path.string();
     c.validate();
+    detail::require_llama_block(c, "gguf", "save_gguf (general.architecture llama)");
     validate(w, c);
     constexpr std::uint64_t kAlign = 32;
     // The metadata. Counts are written first: build the entries, then the header around them.

@@ -366,6 +366,7 @@ SPECDEC_INLINE void save_llama2c(const std::filesystem::path& path, const Config
                                  Llama2cVersion version) {
     const std::string file = path.string();
     c.validate();
+    detail::require_llama_block(c, "llama2c", "save_llama2c (llama2.c's run.c)");
     validate(w, c);
     detail::require(c.rope_theta == 10000.0f && c.rms_norm_eps == 1e-5f, "llama2c", [&] {
         return file + ": cannot save a model of rope_theta " + std::to_string(c.rope_theta) + " and rms_norm_eps " +

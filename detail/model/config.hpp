@@ -7,6 +7,7 @@
 #include <limits>
 #include <numbers>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../core/compiled.hpp"
@@ -85,6 +86,17 @@ struct Config {
     /// input without input_layernorm, and no final norm follows the last layer: its residual stream is
     /// both the LM head's input and the captured final state. The norms' weights stay in Weights, unread.
     bool identity_end_norms = false;
+    /// Qwen2's attention (transformers, modeling_qwen2.py): q_proj, k_proj and v_proj add a bias (o_proj
+    /// has none). Not Llama's `attention_bias`, which also gives o_proj one.
+    bool qkv_bias = false;
+    /// Qwen3's attention (transformers, modeling_qwen3.py): an RMSNorm over each q head and each k head
+    /// (gains of size hd, eps rms_norm_eps) after the projections, before RoPE.
+    bool qk_norm = false;
+
+    /// Whether the block is Llama's alone: no Qwen2 biases, no Qwen3 q/k norms. Code that implements
+    /// only Llama's block (CUDA, the trainers, the drafters' own layers, llama2.c and GGUF export,
+    /// widening) refuses any other with detail::require_llama_block.
+    bool llama_block() const { return !qkv_bias && !qk_norm; }
 
     /// Rows of layer l's down_proj: D, or 2D for the last layer under partial_alignment.
     int down_rows(int layer) const {
@@ -104,7 +116,8 @@ struct Config {
         const std::int64_t D = hidden_size, q = mul_sat(num_attention_heads, hd), kv = mul_sat(num_key_value_heads, hd);
         const std::int64_t attention = mul_sat(D, add_sat(2 * q, 2 * kv));  // q (q x D), o (D x q), k, v (kv x D)
         const std::int64_t mlp = mul_sat(3, mul_sat(intermediate_size, D));   // gate, up, down (F x D)
-        return add_sat(add_sat(attention, mlp), 2 * D);                      // + the two norms
+        const std::int64_t extra = add_sat(qkv_bias ? add_sat(q, 2 * kv) : 0, qk_norm ? 2 * hd : 0);  // Qwen2, Qwen3
+        return add_sat(add_sat(add_sat(attention, mlp), 2 * D), extra);      // + the two norms
     }
     std::int64_t parameter_count() const {
         using detail::add_sat, detail::mul_sat;
@@ -117,6 +130,12 @@ struct Config {
     /// Throws naming the field and value when the shape cannot work.
     void validate() const;
 };
+
+namespace detail {
+/// Throws `[specdec.<who>] <what>: ...` naming the config's non-Llama block feature (Qwen2's q/k/v biases,
+/// Qwen3's q/k norms) when `c` is not llama_block(): for code that implements Llama's block only.
+SPECDEC_INLINE void require_llama_block(const Config& c, std::string_view who, std::string_view what);
+}  // namespace detail
 
 /// RoPE's inverse frequencies (hd/2) for `c`: theta^(-2j/hd), then scaled as c.rope_scaling says.
 /// Every model (CPU, CUDA, trainable) takes its rotation angles position * inv_freq[j] from here.
@@ -173,6 +192,11 @@ SPECDEC_INLINE void Config::validate() const {
         return std::string("identity_end_norms (EAGLE's layer) and partial_alignment (FSPAD's PAD, whose feature branch "
                            "goes through the final norm) cannot be combined");
     });
+    // Qwen2 (biases) or Qwen3 (q/k norms), not both: no HF model type has exactly that block (Qwen3's
+    // attention_bias also adds o_proj's bias), so such a config could not be saved or checked.
+    detail::require(!(qkv_bias && qk_norm), "config", [] {
+        return std::string("qkv_bias (Qwen2's block) and qk_norm (Qwen3's) cannot be combined: no HF model has both");
+    });
     detail::require(2 * std::int64_t{intermediate_size} <= kInt, "config", [&] {
         return "intermediate_size " + std::to_string(intermediate_size) + " x 2 (the fused gate|up rows) exceeds " +
                std::to_string(kInt);
@@ -187,6 +211,14 @@ SPECDEC_INLINE void Config::validate() const {
                std::to_string(num_hidden_layers) + " x " + std::to_string(detail::mul_sat(layer_parameters(), 4)) +
                " bytes per layer (intermediate_size " + std::to_string(intermediate_size) + ")";
     });
+}
+
+SPECDEC_INLINE void detail::require_llama_block(const Config& c, std::string_view who, std::string_view what) {
+    if (c.llama_block()) return;
+    const std::string feature = c.qkv_bias ? "q/k/v projection biases (qkv_bias: a Qwen2 block)"
+                                           : "per-head q/k RMSNorms (qk_norm: a Qwen3 block)";
+    fail(who, std::string(what) + ": the model has " + feature + ", which " + std::string(what) +
+                  " does not implement (it has Llama's block only); CpuModel runs it and save_checkpoint writes it");
 }
 
 SPECDEC_INLINE void detail::validate_rope_scaling(const RopeScaling& s) {

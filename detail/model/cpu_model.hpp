@@ -518,6 +518,10 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
         linear(qkv_.data(), xb_.data(), mats_[l].qkv, n);
         rows([&](int i) {
             const std::size_t at = static_cast<std::size_t>(cache_len_ + first + i) * kvd;
+            if (!cfg_.llama_block())  // Qwen2's biases, Qwen3's q/k norms: before RoPE
+                detail::qkv_extras(row(qkv_, i, H * hd + 2 * kvd), cfg_.qkv_bias ? lw.bq.data() : nullptr, lw.bk.data(),
+                                   lw.bv.data(), cfg_.qk_norm ? lw.q_norm.data() : nullptr, lw.k_norm.data(), H,
+                                   cfg_.num_key_value_heads, hd, eps, fast);
             detail::split_qkv(row(qkv_, i, H * hd + 2 * kvd), row(q_, i, H * hd), kc + at, vc + at, H,
                               cfg_.num_key_value_heads, hd, row(rope_cs_, i, hd), fast);
         });

@@ -54,9 +54,9 @@ struct LoadOptions {
 };
 
 /// Whether HF tensor `name` is one a loader may defer: every matrix except the embedding, which the
-/// model reads by row in float32 (norms are vectors).
+/// model reads by row in float32 (norms and biases are vectors).
 inline bool deferrable_tensor(std::string_view name) {
-    return name != "model.embed_tokens.weight" && name.find("norm") == std::string_view::npos;
+    return name != "model.embed_tokens.weight" && name.find("norm") == std::string_view::npos && !name.ends_with(".bias");
 }
 
 }  // namespace specdec

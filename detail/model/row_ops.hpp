@@ -123,6 +123,23 @@ inline void split_qkv(const float* row, float* q, float* k, float* v, int heads,
     for (int h = 0; h < kv_heads; ++h) rope(k + h * head_dim, head_dim, cs, fast);
 }
 
+/// Before split_qkv, on one row of the fused q|k|v product: Qwen2's biases (`bq` (H*hd), `bk`, `bv`
+/// (Hkv*hd); null: none) added, then Qwen3's RMSNorm over each q head with `q_norm` (hd) and each k head
+/// with `k_norm` (null: none), as transformers' modeling_qwen2.py / modeling_qwen3.py do before RoPE.
+inline void qkv_extras(float* row, const float* bq, const float* bk, const float* bv, const float* q_norm,
+                       const float* k_norm, int heads, int kv_heads, int head_dim, float eps, bool fast) {
+    const int qd = heads * head_dim, kvd = kv_heads * head_dim;
+    if (bq != nullptr) {
+        for (int j = 0; j < qd; ++j) row[j] += bq[j];
+        for (int j = 0; j < kvd; ++j) row[qd + j] += bk[j];
+        for (int j = 0; j < kvd; ++j) row[qd + kvd + j] += bv[j];
+    }
+    if (q_norm != nullptr) {
+        for (int h = 0; h < heads; ++h) rmsnorm(row + h * head_dim, row + h * head_dim, q_norm, head_dim, eps, fast);
+        for (int h = 0; h < kv_heads; ++h) rmsnorm(row + qd + h * head_dim, row + qd + h * head_dim, k_norm, head_dim, eps, fast);
+    }
+}
+
 /// f(i) for every row i < n: where `parallel` (the fast models) and there is more than one row, as
 /// one run of consecutive rows per thread of the pool, else in order on the calling thread. One task
 /// per row was slower (16 rows, 110M shape: 0.59 -> 0.50 ms of row steps per forward, medians of 6):

@@ -29,6 +29,13 @@ struct LayerWeights {
     std::vector<float> w_gate;     // (F, D)      model.layers.{i}.mlp.gate_proj.weight
     std::vector<float> w_up;       // (F, D)      model.layers.{i}.mlp.up_proj.weight
     std::vector<float> w_down;     // (D, F)      model.layers.{i}.mlp.down_proj.weight; (2D, F) last, partial_alignment
+    // Config::qkv_bias only (Qwen2), else empty:
+    std::vector<float> bq;         // (H*hd)      model.layers.{i}.self_attn.q_proj.bias
+    std::vector<float> bk;         // (Hkv*hd)    model.layers.{i}.self_attn.k_proj.bias
+    std::vector<float> bv;         // (Hkv*hd)    model.layers.{i}.self_attn.v_proj.bias
+    // Config::qk_norm only (Qwen3), else empty:
+    std::vector<float> q_norm;     // (hd)        model.layers.{i}.self_attn.q_norm.weight
+    std::vector<float> k_norm;     // (hd)        model.layers.{i}.self_attn.k_norm.weight
 };
 
 struct Weights {
@@ -44,7 +51,8 @@ struct Weights {
 };
 
 /// Calls f(name, tensor, expected_size) for every parameter of `w` (a Weights, const or not), in HF
-/// naming and checkpoint order.
+/// naming and checkpoint order. The Qwen tensors (biases, q/k norms) are visited only when the config
+/// has them, so a Llama's tensors are exactly Llama's for every loader, saver and trainer.
 template <class W, class F>
     requires std::same_as<std::remove_const_t<W>, Weights>
 void for_each_tensor(W& w, const Config& c, F&& f) {
@@ -56,9 +64,16 @@ void for_each_tensor(W& w, const Config& c, F&& f) {
         auto& l = w.layers[i];
         f(p + "input_layernorm.weight", l.attn_norm, D);
         f(p + "self_attn.q_proj.weight", l.wq, q * D);
+        if (c.qkv_bias) f(p + "self_attn.q_proj.bias", l.bq, q);
         f(p + "self_attn.k_proj.weight", l.wk, kv * D);
+        if (c.qkv_bias) f(p + "self_attn.k_proj.bias", l.bk, kv);
         f(p + "self_attn.v_proj.weight", l.wv, kv * D);
+        if (c.qkv_bias) f(p + "self_attn.v_proj.bias", l.bv, kv);
         f(p + "self_attn.o_proj.weight", l.wo, D * q);
+        if (c.qk_norm) {
+            f(p + "self_attn.q_norm.weight", l.q_norm, static_cast<std::size_t>(c.head_dim()));
+            f(p + "self_attn.k_norm.weight", l.k_norm, static_cast<std::size_t>(c.head_dim()));
+        }
         f(p + "post_attention_layernorm.weight", l.mlp_norm, D);
         f(p + "mlp.gate_proj.weight", l.w_gate, Fw * D);
         f(p + "mlp.up_proj.weight", l.w_up, Fw * D);

@@ -156,6 +156,7 @@ SPECDEC_INLINE WidenShape widen_preset(std::string_view name) {
 
 SPECDEC_INLINE Config widened_config(const Config& t, const WidenShape& s) {
     t.validate();
+    detail::require_llama_block(t, "widen", "widening");
     detail::require(!t.partial_alignment, "widen", [] {
         return std::string("a partial_alignment layer (FSPAD's drafter) is not a target: widen the target it reads, "
                            "and the drafter with widen_feature");
@@ -204,6 +205,8 @@ SPECDEC_INLINE Config widened_config(const Config& t, const WidenShape& s) {
 }
 
 SPECDEC_INLINE Weights widen_weights(const Config& from, Weights trained, const Config& to, std::uint64_t seed) {
+    detail::require_llama_block(from, "widen", "widening");
+    detail::require_llama_block(to, "widen", "widening");
     validate(trained, from, /*allow_deferred=*/true);
     detail::require(from.partial_alignment == to.partial_alignment, "widen", [&] {
         return std::string("partial_alignment is ") + (from.partial_alignment ? "true" : "false") +

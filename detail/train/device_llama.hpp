@@ -278,6 +278,7 @@ public:
     DeviceLlama(Device& dev, Config config, const Weights& initial, std::vector<std::string> frozen = {})
         : dev_(&dev), cfg_(config) {
         cfg_.validate();
+        detail::require_llama_block(cfg_, "train", "DeviceLlama");
         validate(initial, cfg_);
         params_ = DeviceTensors<Device>(dev, initial, cfg_, frozen);
         params_.zero_grad();

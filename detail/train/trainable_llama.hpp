@@ -128,6 +128,7 @@ public:
     TrainableLlama(Config config, Weights initial, ThreadPool& pool, TrainOptions options = {})
         : cfg_(config), params_(std::move(initial)), pool_(&pool), fast_(!options.reference) {
         cfg_.validate();
+        detail::require_llama_block(cfg_, "train", "TrainableLlama");
         validate(params_, cfg_);
         grads_ = params_;
         zero_grad();

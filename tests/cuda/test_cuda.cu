@@ -583,6 +583,16 @@ TEST_CASE("a tree larger than max_tree_nodes is refused with a hint", "[cuda][mo
                       Catch::Contains("[specdec.cuda.model]") && Catch::Contains("max_tree_nodes"));
 }
 
+TEST_CASE("CudaModel refuses a Qwen2 or Qwen3 block by name before uploading a weight", "[cuda][model][errors]") {
+    const test::Block block = GENERATE(test::Block::kQwen2, test::Block::kQwen3);
+    const Config cfg = test::tiny_block_config(block);
+    const Weights w = test::random_block_weights(cfg, 1, 0.3f);
+    const char* feature = block == test::Block::kQwen2 ? "qkv_bias: a Qwen2 block" : "qk_norm: a Qwen3 block";
+    CHECK_THROWS_WITH(upload_weights(cfg, w), Catch::StartsWith("[specdec.cuda.model] CudaModel: the model has") &&
+                                                  Catch::Contains(feature) && Catch::Contains("CpuModel runs it"));
+    CHECK_THROWS_WITH(random_device_weights(cfg, 1), Catch::StartsWith("[specdec.cuda.model] CudaModel: the model has"));
+}
+
 TEST_CASE("CUDA failures name the expression, file and line", "[cuda][errors]") {
     CHECK_THROWS_WITH(SPECDEC_CUDA_CHECK(cudaErrorInvalidValue),
                       Catch::Contains("[specdec.cuda] cudaErrorInvalidValue failed at") && Catch::Contains("test_cuda.cu:"));

@@ -100,7 +100,7 @@ const std::vector<Case> kCorpus = {
     {"checkpoint/rope_scaling_not_object", Loader::kCheckpoint, {"field 'rope_scaling' is string \"llama3\", expected an object or null"}},
     {"checkpoint/sliding_window", Loader::kCheckpoint, {"sliding_window = 4096 is not supported"}},
     {"checkpoint/mixture_of_experts", Loader::kCheckpoint, {"num_local_experts = 8 is not supported"}},
-    {"checkpoint/qwen2", Loader::kCheckpoint, {"model_type 'qwen2' is not supported", "biases"}},
+    {"checkpoint/qwen2_sliding_window", Loader::kCheckpoint, {"use_sliding_window = true is not supported"}},
     {"checkpoint/head_dim_odd", Loader::kCheckpoint, {"head_dim 7 must be even for RoPE"}},
     {"checkpoint/unknown_key", Loader::kCheckpoint,
      {"field 'quantization_config' (object of 2) is not read by this Llama", "refused rather than ignored"}},

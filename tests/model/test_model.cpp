@@ -45,8 +45,9 @@ float max_abs_diff(std::span<const float> a, std::span<const float> b) {
 TEST_CASE("a tree forward gives every node the logits of its branch decoded alone", "[model][tree]") {
     const bool gqa = GENERATE(false, true);
     const std::uint64_t seed = GENERATE(1u, 2u, 3u);
-    const Config cfg = test::tiny_config(gqa);
-    const Weights w = random_weights(cfg, seed, 0.3f);
+    const test::Block block = GENERATE(test::Block::kLlama, test::Block::kQwen2, test::Block::kQwen3);
+    const Config cfg = test::tiny_block_config(block, gqa);
+    const Weights w = test::random_block_weights(cfg, seed, 0.3f);
     CpuModel model(cfg, w), reference(cfg, w);
     const std::vector<int> prefix{5, 9, 11, 3};
     const Tree tree = random_tree(12, cfg.vocab_size, seed);
@@ -87,8 +88,9 @@ TEST_CASE("growing a tree with forward(tree, first) equals one forward over the 
 
 TEST_CASE("after commit(path) the KV cache equals decoding the accepted tokens one by one", "[model][commit]") {
     const bool gqa = GENERATE(false, true);
-    const Config cfg = test::tiny_config(gqa);
-    const Weights w = random_weights(cfg, 11, 0.3f);
+    const test::Block block = GENERATE(test::Block::kLlama, test::Block::kQwen2, test::Block::kQwen3);
+    const Config cfg = test::tiny_block_config(block, gqa);
+    const Weights w = test::random_block_weights(cfg, 11, 0.3f);
     CpuModel model(cfg, w), reference(cfg, w);
     const std::vector<int> prefix{1, 2, 3};
     const Tree tree = random_tree(15, cfg.vocab_size, 11);
@@ -189,16 +191,18 @@ TEST_CASE("the fast paths match the plain-loop reference model", "[model][fast]"
     const int threads = GENERATE(1, 2, 3);
     const bool panels = GENERATE(true, false);  // W packed as panels (where the CPU has AVX-512) or as stored
     const bool bf16_inputs = GENERATE(true, false);  // bf16 models: x rounded where it enters a product, or not
-    Config cfg = test::tiny_config(gqa, 77);  // a vocabulary that is no multiple of the vector width
+    const test::Block block = GENERATE(test::Block::kLlama, test::Block::kQwen2, test::Block::kQwen3);
+    Config cfg = test::tiny_block_config(block, gqa, 77);  // a vocabulary that is no multiple of the vector width
     cfg.intermediate_size = 50;
-    const Weights w = random_weights(cfg, 21, 0.3f);
+    const Weights w = test::random_block_weights(cfg, 21, 0.3f);
     ThreadPool pool(threads);
     CpuModel reference(cfg, w, {.reference = true});
     CpuModel fast(cfg, w, {.pool = &pool, .panels = panels});
     CpuModel bf16_ref(cfg, w, {.weight_format = WeightFormat::kBF16, .reference = true, .bf16_inputs = bf16_inputs});
     CpuModel bf16_fast(cfg, w,
                        {.weight_format = WeightFormat::kBF16, .pool = &pool, .panels = panels, .bf16_inputs = bf16_inputs});
-    INFO("threads " << threads << ", gqa " << gqa << ", panels " << panels << ", bf16 inputs " << bf16_inputs);
+    INFO("threads " << threads << ", gqa " << gqa << ", panels " << panels << ", bf16 inputs " << bf16_inputs << ", block "
+                    << static_cast<int>(block));
     const std::vector<int> prefix{3, 1, 4, 1, 5, 9, 2, 6};
     const Tree tree = random_tree(20, cfg.vocab_size, 5);
     const auto logits = [&](CpuModel& m) {
@@ -211,7 +215,11 @@ TEST_CASE("the fast paths match the plain-loop reference model", "[model][fast]"
     for (float v : ref) scale = std::max(scale, std::abs(v));
     // Same products in a different summation order: float32 rounding only.
     CHECK(max_abs_diff(f, ref) <= 1e-5f * scale + 1e-6f);
-    CHECK(max_abs_diff(bf, bref) <= 1e-5f * scale + 1e-6f);
+    // With bf16 inputs x is rounded where it enters each product, so an ulp of float32 difference can
+    // flip one element's rounding (2^-8 of it). Llama's weights here meet no such flip; the Qwen blocks'
+    // do (0.3% of the largest logit measured, identical for 1, 2 and 3 threads; without bf16 inputs the
+    // same models agree to float32 rounding).
+    CHECK(max_abs_diff(bf, bref) <= (block != test::Block::kLlama && bf16_inputs ? 1e-2f * scale : 1e-5f * scale + 1e-6f));
     // bfloat16 weights keep 8 mantissa bits (relative error <= 2^-9 per weight); through two layers
     // and the head the worst logit moves by a few percent of the largest one (2.3% measured with f32
     // inputs), not more; rounding x as well adds errors of the same size.

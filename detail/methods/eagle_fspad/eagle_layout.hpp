@@ -130,6 +130,7 @@ SPECDEC_INLINE void check_eagle_exportable(const FeatureCheckpoint& ck, ServingE
 
 SPECDEC_INLINE void save_eagle_layout(const std::filesystem::path& dir, const FeatureCheckpoint& ck, ServingEngine engine,
                                       SaveFormat format) {
+    detail::require_llama_block(ck.config, "convert", "save_eagle_layout (the engines' llama_eagle.py)");
     check_eagle_exportable(ck, engine, "the drafter to write into " + dir.string());
     validate(ck.weights, ck.config);
     const int D = ck.config.hidden_size;

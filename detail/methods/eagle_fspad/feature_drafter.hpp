@@ -129,6 +129,7 @@ SPECDEC_INLINE std::string target_config_hash(const Config& c);
 
 /// The drafter's layer for a target: its shape, one layer, PAD when asked.
 inline Config feature_drafter_config(const Config& target, bool partial_alignment) {
+    detail::require_llama_block(target, "eagle", "a feature drafter's layer (built in the target's shape)");
     Config c = target;
     c.num_hidden_layers = 1;
     c.partial_alignment = partial_alignment;
@@ -413,8 +414,12 @@ SPECDEC_INLINE std::string target_config_hash(const Config& c) {
                   c.intermediate_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
                   static_cast<double>(c.rope_theta), static_cast<double>(c.rms_norm_eps), c.max_position_embeddings,
                   c.tie_word_embeddings ? 1 : 0);
+    // A Qwen block is named only where present, so every Llama target keeps the hash it had.
+    std::string key = text;
+    if (c.qkv_bias) key += " qkv_bias";
+    if (c.qk_norm) key += " qk_norm";
     std::uint64_t h = 1469598103934665603ull;
-    for (const char* p = text; *p != 0; ++p) h = (h ^ static_cast<unsigned char>(*p)) * 1099511628211ull;
+    for (const char ch : key) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
     return hex;
@@ -465,6 +470,8 @@ SPECDEC_INLINE void check_feature_pair(const FeatureCheckpoint& d, const Config&
 
 SPECDEC_INLINE void save_feature_checkpoint(const std::filesystem::path& dir, const FeatureCheckpoint& ck,
                                             SaveFormat format) {
+    // model_type "eagle"/"fspad" reads back as Llama's block: a Qwen block would lose its biases or norms.
+    detail::require_llama_block(ck.config, "eagle", "save_feature_checkpoint");
     validate(ck.weights, ck.config);
     std::filesystem::create_directories(dir);
     const std::filesystem::path path = dir / "config.json";

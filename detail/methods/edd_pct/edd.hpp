@@ -42,6 +42,7 @@ inline int edd_hidden_layer(const Config& target) { return std::max(0, target.nu
 
 /// The drafter's shape for a target: its config with one decoder layer.
 inline Config edd_drafter_config(const Config& target) {
+    detail::require_llama_block(target, "edd", "an EDD drafter's layer (built in the target's shape)");
     Config c = target;
     c.num_hidden_layers = 1;
     return c;
@@ -71,6 +72,8 @@ inline void check_edd_pair(const Config& drafter, int target_layer, const Config
 
 inline void save_edd_checkpoint(const std::filesystem::path& dir, const EddCheckpoint& ck,
                                 SaveFormat format = SaveFormat::kBF16) {
+    // model_type "edd" reads back as Llama's block: a Qwen block would lose its biases or norms.
+    detail::require_llama_block(ck.config, "edd", "save_edd_checkpoint");
     save_checkpoint(dir, ck.config, ck.weights, format);
     const std::filesystem::path path = dir / "config.json";
     json::Value root = json::parse(detail::read_text_file(path, "edd"), path.string());

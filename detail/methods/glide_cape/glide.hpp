@@ -69,6 +69,7 @@ struct GlideConfig {
     /// Throws naming the field and value when the shape cannot work.
     void validate() const {
         draft.validate();
+        detail::require_llama_block(draft, "glide", "a GLIDE drafter's layers");
         if (!glide_cross_attention) return;
         const auto positive = [](int v, const char* field) {
             detail::require(v > 0, "glide", [&] { return std::string(field) + " must be > 0, got " + std::to_string(v); });

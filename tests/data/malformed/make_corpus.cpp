@@ -177,7 +177,8 @@ void checkpoint_cases() {
     write("checkpoint/rope_scaling_not_object/config.json", with("\"rope_scaling\": \"llama3\""));
     write("checkpoint/sliding_window/config.json", with("\"model_type\": \"mistral\", \"sliding_window\": 4096"));
     write("checkpoint/mixture_of_experts/config.json", with("\"num_local_experts\": 8"));
-    write("checkpoint/qwen2/config.json", with("\"model_type\": \"qwen2\""));
+    write("checkpoint/qwen2_sliding_window/config.json",
+          with("\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 4096"));
     write("checkpoint/head_dim_odd/config.json", with("\"head_dim\": 7"));
     // A key the reader does not know, and two RoPE spellings (4.x's rope_theta, 5.x's rope_parameters) at odds.
     write("checkpoint/unknown_key/config.json", with("\"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}"));
