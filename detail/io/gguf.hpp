@@ -462,44 +462,30 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
         case GgufType::kQ4_K:  // block: f16 d, f16 dmin, scales[12], qs[128]; 8 sub-blocks of 32 values,
                                // x = d · scale_j · nibble - dmin · min_j; each 32 bytes of qs hold two
                                // sub-blocks, the first in the low nibbles, the next in the high ones
-            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
-                const float d = read_half(reinterpret_cast<const std::byte*>(p));
-                const float dmin = read_half(reinterpret_cast<const std::byte*>(p + 2));
-                const std::uint8_t* scales = p + 4;
-                const std::uint8_t* q = p + 16;
-                for (int pair = 0; pair < 4; ++pair, q += 32) {
-                    int s0, m0, s1, m1;
-                    q4_k_scale_min(2 * pair, scales, s0, m0);
-                    q4_k_scale_min(2 * pair + 1, scales, s1, m1);
-                    const float d0 = d * static_cast<float>(s0), o0 = dmin * static_cast<float>(m0);
-                    const float d1 = d * static_cast<float>(s1), o1 = dmin * static_cast<float>(m1);
-                    for (int l = 0; l < 32; ++l) *dst++ = d0 * static_cast<float>(q[l] & 0xF) - o0;
-                    for (int l = 0; l < 32; ++l) *dst++ = d1 * static_cast<float>(q[l] >> 4) - o1;
-                }
-            }
-            return;
         case GgufType::kQ5_K:  // block: f16 d, f16 dmin, scales[12] (as Q4_K's), qh[32], qs[128]; Q4_K's
                                // layout and formula with a 5th bit added to each nibble: bit j of qh[l] for
                                // value l of sub-block j (l < 32)
+        {
+            const bool five = static_cast<GgufType>(type) == GgufType::kQ5_K;
             for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
                 const float d = read_half(reinterpret_cast<const std::byte*>(p));
                 const float dmin = read_half(reinterpret_cast<const std::byte*>(p + 2));
                 const std::uint8_t* scales = p + 4;
-                const std::uint8_t* qh = p + 16;
-                const std::uint8_t* q = p + 48;
+                const std::uint8_t* qh = p + 16;  // Q5_K only
+                const std::uint8_t* q = p + (five ? 48 : 16);
+                const auto high = [&](int l, int j) { return five ? ((qh[l] >> j) & 1) << 4 : 0; };
                 for (int pair = 0; pair < 4; ++pair, q += 32) {
                     int s0, m0, s1, m1;
                     q4_k_scale_min(2 * pair, scales, s0, m0);
                     q4_k_scale_min(2 * pair + 1, scales, s1, m1);
                     const float d0 = d * static_cast<float>(s0), o0 = dmin * static_cast<float>(m0);
                     const float d1 = d * static_cast<float>(s1), o1 = dmin * static_cast<float>(m1);
-                    for (int l = 0; l < 32; ++l)
-                        *dst++ = d0 * static_cast<float>((q[l] & 0xF) | (((qh[l] >> (2 * pair)) & 1) << 4)) - o0;
-                    for (int l = 0; l < 32; ++l)
-                        *dst++ = d1 * static_cast<float>((q[l] >> 4) | (((qh[l] >> (2 * pair + 1)) & 1) << 4)) - o1;
+                    for (int l = 0; l < 32; ++l) *dst++ = d0 * static_cast<float>((q[l] & 0xF) | high(l, 2 * pair)) - o0;
+                    for (int l = 0; l < 32; ++l) *dst++ = d1 * static_cast<float>((q[l] >> 4) | high(l, 2 * pair + 1)) - o1;
                 }
             }
             return;
+        }
         case GgufType::kQ6_K:  // block: ql[128] (low 4 bits), qh[64] (high 2 bits), int8 scales[16], f16 d;
                                // x = d · scale · (6-bit q - 32), one scale per 16 values. Each half (128
                                // values) uses 64 bytes of ql and 32 of qh: value l + 32k (k = 0..3, l < 32)
