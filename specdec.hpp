@@ -119,6 +119,7 @@
 #include "detail/io/mapped_matrix.hpp"                // defines: detail::mapped_matrix_rows (a mapped matrix as MatrixRows, for deferred loading)
 #include "detail/io/checkpoint_tensors.hpp"           // defines: CheckpointTensors (one model.safetensors or an index's shards)
 #include "detail/io/checkpoint.hpp"                   // defines: load_checkpoint, save_checkpoint, load_config, Checkpoint
+#include "detail/io/nfc.hpp"                          // defines: detail::nfc (Unicode NFC, the normalizer of Qwen's tokenizer.json)
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level and SentencePiece-style BPE, HF tokenizer.json)
 #include "detail/io/vocab_compat.hpp"                 // defines: check_vocab_compatible, VocabCompatibility (drafter vs target vocabularies)
 #include "detail/io/llama2c.hpp"                      // defines: load_llama2c, save_llama2c, Llama2cTokenizer (llama2.c .bin files)
