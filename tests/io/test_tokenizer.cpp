@@ -324,8 +324,16 @@ TEST_CASE("broken tokenizer.json files give errors naming the file and field", "
                       Contains("model.vocab: token ' ' (id 5) has a character outside the byte-level alphabet"));
     CHECK_THROWS_WITH(load(tiny_with("\"<|endoftext|>\": 0", "\"<eos>\": 0")),
                       Contains("model.vocab: id 0 is '<eos>' but added_tokens gives it '<|endoftext|>'"));
-    CHECK_THROWS_WITH(load(tiny_with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}")),
-                      Contains("normalizer is {\"type\":\"NFC\"}; only null, Prepend"));
+    CHECK_THROWS_WITH(load(tiny_with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFKC\"}")),
+                      Contains("normalizer is {\"type\":\"NFKC\"}; only null, NFC (before a byte-level pre-tokenizer), Prepend"));
+    // NFC is Qwen's normalizer: accepted before a byte-level pre-tokenizer, where an added token must
+    // then be cut out of the raw text ("normalized": false), as all of Qwen's are.
+    const std::string nfc = tiny_with("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}");
+    CHECK(load(nfc).encode("hello world<|endoftext|>") == load(tiny_json(kTinyMergePairs)).encode("hello world<|endoftext|>"));
+    std::string nfc_normalized = nfc;
+    nfc_normalized.replace(nfc_normalized.find("\"normalized\": false"), 19, "\"normalized\": true");
+    CHECK_THROWS_WITH(load(nfc_normalized),
+                      Contains("added_tokens[0].normalized is true; only false in a file with the NFC normalizer is supported"));
     CHECK_THROWS_WITH(load(tiny_with("\"add_prefix_space\": false", "\"add_prefix_space\": true")),
                       Contains("pre_tokenizer.add_prefix_space is true; only false is supported"));
     CHECK_THROWS_WITH(load(tiny_with("\"lstrip\": false", "\"lstrip\": true")),

@@ -135,9 +135,13 @@ TEST_CASE("a hand-made SentencePiece-style tokenizer falls back to bytes like HF
     }
 }
 
-TEST_CASE("the hand-coded Llama-3 pattern cuts every text where the regex does", "[tokenizer][golden]") {
-    const json::Value golden = json::parse(read_text(kDir / "llama3.pretokens.json"), "llama3.pretokens.json");
-    REQUIRE(golden.at("pattern").as_string() == detail::kLlama3Pattern);
+TEST_CASE("the hand-coded Llama-3 and Qwen2 patterns cut every text where the regex does", "[tokenizer][golden]") {
+    const auto [name, pattern, regex] = GENERATE(table<std::string, detail::SplitPattern, std::string_view>(
+        {{"llama3", detail::SplitPattern::kLlama3, detail::kLlama3Pattern},
+         {"qwen2", detail::SplitPattern::kQwen2, detail::kQwen2Pattern}}));
+    CAPTURE(name);
+    const json::Value golden = json::parse(read_text(kDir / (name + ".pretokens.json")), name + ".pretokens.json");
+    REQUIRE(golden.at("pattern").as_string() == regex);
     int n_match = 0;
     int n_cases = 0;
     std::string mismatches;  // the first few, for the failure message
@@ -145,14 +149,13 @@ TEST_CASE("the hand-coded Llama-3 pattern cuts every text where the regex does",
         std::vector<std::string> want;
         for (const json::Value& p : item.at("pieces").as_array()) want.push_back(p.as_string());
         std::vector<std::string> got;
-        detail::for_each_pretoken(item.at("text").as_string(), detail::SplitPattern::kLlama3,
-                                  [&](std::string_view p) { got.emplace_back(p); });
+        detail::for_each_pretoken(item.at("text").as_string(), pattern, [&](std::string_view p) { got.emplace_back(p); });
         ++n_cases;
         n_match += got == want;
         if (got != want && n_cases - n_match <= 5)
             mismatches += json::dump(item.at("text")) + ": got " + ::Catch::Detail::stringify(got) + "\n";
     }
-    WARN("llama3 pre-tokens: " << n_match << "/" << n_cases << " match the regex");
+    WARN(name << " pre-tokens: " << n_match << "/" << n_cases << " match the regex");
     INFO(mismatches);
     CHECK(n_cases >= 300);
     CHECK(n_match == n_cases);
@@ -195,6 +198,31 @@ TEST_CASE("Llama-3's tokenizer.json encodes and decodes like HF tokenizers", "[t
     SECTION("what to_json writes reads back to the same ids") {
         check_golden("llama3", Tokenizer::from_json(tok.to_json(), "to_json"));
     }
+}
+
+TEST_CASE("Qwen3's tokenizer.json (NFC, Qwen2's pattern) encodes and decodes like HF tokenizers", "[tokenizer][golden]") {
+    const Tokenizer tok = Tokenizer::load(kDir / "qwen3.tokenizer.json");
+    CHECK(tok.kind() == TokenizerKind::kByteLevel);
+    CHECK(tok.vocab_size() == 151669);
+    CHECK(tok.token_to_id("<|im_end|>") == 151645);
+    CHECK_FALSE(tok.bos_id().has_value());  // its post-processor adds nothing
+    CHECK(tok.encode("12345") == std::vector<int>{16, 17, 18, 19, 20});  // one digit a pre-token
+    check_golden("qwen3", tok);
+    SECTION("what to_json writes reads back to the same ids") {
+        check_golden("qwen3", Tokenizer::from_json(tok.to_json(), "to_json"));
+    }
+}
+
+TEST_CASE("a hand-made Qwen-style tokenizer normalizes to NFC before it merges, like HF tokenizers", "[tokenizer][golden]") {
+    const Tokenizer tok = Tokenizer::load(kDir / "qwen_tiny.tokenizer.json");
+    // e + U+0301, U+00E9: one text after NFC, so one token (a merge spells the precomposed letter's bytes).
+    CHECK(tok.encode("cafe\xCC\x81") == tok.encode("caf\xC3\xA9"));
+    CHECK(tok.encode("caf\xC3\xA9").size() == 3);
+    CHECK_FALSE(tok.is_special(*tok.token_to_id("<think>")));  // cut out of the text all the same
+    check_golden("qwen_tiny", tok);
+    const Tokenizer again = Tokenizer::from_json(tok.to_json(), "to_json");
+    const std::string text = "A\xCC\x8A<think>cafe\xCC\x81 12<|im_end|>";
+    CHECK(again.encode(text) == tok.encode(text));
 }
 
 TEST_CASE("Mistral's tokenizer encodes 6 MB of text in seconds and decodes it back", "[tokenizer][.slow]") {
