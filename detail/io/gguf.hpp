@@ -205,10 +205,11 @@ struct GgufModel {
     std::optional<GgufTokenizer> tokenizer;
 };
 
-/// Reads a GGUF file of architecture "llama": its llama.* keys as a Config (a head size from
-/// attention.key_length, linear RoPE scaling, Llama 3.x's tensor rope_freqs.weight as a kFactors table;
-/// other scalings, a partial rotary and experts refused naming the key or tensor), its tensors
-/// dequantized to float32 with q and k rows put back in HF's order. With options.defer_matrices the matrices stay in the mapped file
+/// Reads a GGUF file of architecture "llama", "qwen2" or "qwen3": its <arch>.* keys as a Config (a head
+/// size from attention.key_length, linear RoPE scaling, Llama 3.x's tensor rope_freqs.weight as a kFactors
+/// table; other scalings, a partial rotary and experts refused naming the key or tensor; Qwen2's q/k/v
+/// biases and Qwen3's q/k norms as Config::qkv_bias / qk_norm), its tensors dequantized to float32 with
+/// q and k rows put back in HF's order (llama.cpp permutes them for "llama" only). With options.defer_matrices the matrices stay in the mapped file
 /// (Weights::deferred): F32 and BF16 rows are packed by a CpuModel in place, the other types dequantized
 /// a row at a time as it packs — inference only.
 SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOptions options = {});
@@ -217,8 +218,9 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
 /// needs rows of a multiple of 32 values, and a matrix whose rows are not is written F16.
 enum class GgufSaveType { kF32, kF16, kBF16, kQ8_0 };
 
-/// Writes a GGUF v3 file llama.cpp reads: architecture "llama", alignment 32, q and k rows in llama.cpp's
-/// RoPE order, and the tokenizer's metadata when one is given. RoPE scaling llama3 or kFactors is written
+/// Writes a GGUF v3 file llama.cpp reads: architecture "llama" (q and k rows in llama.cpp's RoPE order),
+/// or "qwen2" / "qwen3" for a Qwen block (rows as in HF), alignment 32, and the tokenizer's metadata when
+/// one is given. RoPE scaling llama3 or kFactors is written
 /// as llama.cpp's tensor rope_freqs.weight (F32, hd/2), llama3's as convert_hf_to_gguf.py computes it.
 SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c, const Weights& w,
                               const GgufTokenizer* tokenizer, GgufSaveType type = GgufSaveType::kBF16);
@@ -1063,12 +1065,15 @@ inline std::string gguf_tensor_name(const std::string& hf) {
     if (hf == "model.embed_tokens.weight") return "token_embd.weight";
     if (hf == "model.norm.weight") return "output_norm.weight";
     if (hf == "lm_head.weight") return "output.weight";
-    static constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kLayer = {{
+    static constexpr std::array<std::pair<std::string_view, std::string_view>, 14> kLayer = {{
         {"input_layernorm.weight", "attn_norm.weight"},  {"self_attn.q_proj.weight", "attn_q.weight"},
         {"self_attn.k_proj.weight", "attn_k.weight"},    {"self_attn.v_proj.weight", "attn_v.weight"},
         {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
         {"mlp.gate_proj.weight", "ffn_gate.weight"},     {"mlp.up_proj.weight", "ffn_up.weight"},
         {"mlp.down_proj.weight", "ffn_down.weight"},
+        {"self_attn.q_proj.bias", "attn_q.bias"},        {"self_attn.k_proj.bias", "attn_k.bias"},  // Qwen2
+        {"self_attn.v_proj.bias", "attn_v.bias"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},  // Qwen3
     }};
     const std::size_t dot = hf.find('.', 13);  // "model.layers.N."
     const std::string layer = hf.substr(13, dot - 13), rest = hf.substr(dot + 1);
@@ -1077,8 +1082,10 @@ inline std::string gguf_tensor_name(const std::string& hf) {
     fail("gguf", "no GGUF name for tensor '" + hf + "'");
 }
 
-/// Whether `name` is a tensor of llama.cpp's "llama" architecture with `layers` blocks.
-inline bool gguf_llama_tensor(std::string_view name, int layers) {
+/// Whether `name` is a tensor of llama.cpp's "llama" architecture with c's blocks, or of "qwen2" / "qwen3"
+/// (their extra tensors where c has Qwen2's biases or Qwen3's q/k norms).
+inline bool gguf_model_tensor(std::string_view name, const Config& c) {
+    const int layers = c.num_hidden_layers;
     if (name == "token_embd.weight" || name == "output_norm.weight" || name == "output.weight") return true;
     if (!name.starts_with("blk.")) return false;
     name.remove_prefix(4);
@@ -1090,7 +1097,8 @@ inline bool gguf_llama_tensor(std::string_view name, int layers) {
     for (std::string_view s : {".attn_norm.weight", ".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_output.weight",
                                ".ffn_norm.weight", ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"})
         if (name == s) return true;
-    return false;
+    if (c.qkv_bias && (name == ".attn_q.bias" || name == ".attn_k.bias" || name == ".attn_v.bias")) return true;
+    return c.qk_norm && (name == ".attn_q_norm.weight" || name == ".attn_k_norm.weight");
 }
 
 /// The heads whose q or k rows llama.cpp permutes for RoPE (0 for other tensors).
@@ -1109,8 +1117,15 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     const auto bad = [&](const std::string& key, const std::string& what) { detail::fail("gguf", file + ": metadata key '" + key + "' " + what); };
     const GgufValue* arch = f.find("general.architecture");
     if (arch == nullptr || arch->type != GgufValueType::kString) bad("general.architecture", "is missing or not a string");
-    if (arch->string != "llama")
-        bad("general.architecture", "is '" + arch->string + "'; specdec loads \"llama\" (Llama, Mistral, TinyLlama, SmolLM, ...)");
+    const std::string& arch_name = arch->string;
+    if (arch_name != "llama" && arch_name != "qwen2" && arch_name != "qwen3")
+        bad("general.architecture", "is '" + arch_name + "'; specdec loads \"llama\" (Llama, Mistral, TinyLlama, SmolLM, ...), " +
+                                        "\"qwen2\" (Qwen2, Qwen2.5) and \"qwen3\" (dense Qwen3)");
+    // The keys are the architecture's: llama.block_count, qwen2.block_count, ...
+    const auto key = [&](std::string_view suffix) { return arch_name + "." + std::string(suffix); };
+    // llama.cpp runs "llama" with RoPE on adjacent pairs (its converter permutes q/k rows: undone below)
+    // and Qwen's with NeoX RoPE on HF's half-split pairs (rows as in the HF folder).
+    const bool llama_rope = arch_name == "llama";
     const auto integer = [&](const std::string& key, std::optional<std::int64_t> fallback) -> int {
         const GgufValue* v = f.find(key);
         if (v == nullptr) {
@@ -1131,41 +1146,41 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
         return static_cast<float>(v->real);
     };
     Config c;
-    c.hidden_size = integer("llama.embedding_length", std::nullopt);
-    c.intermediate_size = integer("llama.feed_forward_length", std::nullopt);
-    c.num_hidden_layers = integer("llama.block_count", std::nullopt);
-    c.num_attention_heads = integer("llama.attention.head_count", std::nullopt);
-    c.num_key_value_heads = integer("llama.attention.head_count_kv", c.num_attention_heads);
-    c.max_position_embeddings = integer("llama.context_length", std::nullopt);
-    c.rms_norm_eps = real("llama.attention.layer_norm_rms_epsilon", std::nullopt);
-    c.rope_theta = real("llama.rope.freq_base", 10000.0);
+    c.hidden_size = integer(key("embedding_length"), std::nullopt);
+    c.intermediate_size = integer(key("feed_forward_length"), std::nullopt);
+    c.num_hidden_layers = integer(key("block_count"), std::nullopt);
+    c.num_attention_heads = integer(key("attention.head_count"), std::nullopt);
+    c.num_key_value_heads = integer(key("attention.head_count_kv"), c.num_attention_heads);
+    c.max_position_embeddings = integer(key("context_length"), std::nullopt);
+    c.rms_norm_eps = real(key("attention.layer_norm_rms_epsilon"), std::nullopt);
+    c.rope_theta = real(key("rope.freq_base"), 10000.0);
     const GgufValue* tokens = f.find("tokenizer.ggml.tokens");
     const GgufTensorInfo* embd = f.find_tensor("token_embd.weight");
     const std::int64_t fallback_vocab = tokens && tokens->is_array() ? static_cast<std::int64_t>(tokens->size())
                                         : embd && embd->dims.size() >= 2 ? embd->dims[1] : 0;
-    c.vocab_size = integer("llama.vocab_size", fallback_vocab > 0 ? std::optional<std::int64_t>(fallback_vocab) : std::nullopt);
+    c.vocab_size = integer(key("vocab_size"), fallback_vocab > 0 ? std::optional<std::int64_t>(fallback_vocab) : std::nullopt);
     // The head size and the RoPE check below derive from embedding_length: a wrong one is named here, by
     // the tensor that contradicts it, rather than as a RoPE or head mismatch further on.
     if (embd != nullptr && !embd->dims.empty() && embd->dims[0] != c.hidden_size)
-        bad("llama.embedding_length", "is " + std::to_string(c.hidden_size) + "; tensor 'token_embd.weight' has rows of " +
+        bad(key("embedding_length"), "is " + std::to_string(c.hidden_size) + "; tensor 'token_embd.weight' has rows of " +
                                           std::to_string(embd->dims[0]) + " values");
     // The head size: llama.cpp's n_embd_head_k / _v (attention.key_length / value_length, defaulting to
     // embedding_length / head_count); specdec's attention has one hd for q, k and v, and RoPE turns all of
     // it (llama.cpp's llama requires rope.dimension_count == key_length too).
-    if (f.find("llama.attention.key_length") != nullptr || f.find("llama.attention.value_length") != nullptr) {
-        const int key = integer("llama.attention.key_length", std::nullopt);
-        const int value = integer("llama.attention.value_length", key);
-        if (value != key)
-            bad("llama.attention.value_length", "is " + std::to_string(value) + ", llama.attention.key_length " +
-                                                    std::to_string(key) + "; specdec needs one head size for keys and values");
-        c.attention_head_dim = key;
+    if (f.find(key("attention.key_length")) != nullptr || f.find(key("attention.value_length")) != nullptr) {
+        const int key_length = integer(key("attention.key_length"), std::nullopt);
+        const int value_length = integer(key("attention.value_length"), key_length);
+        if (value_length != key_length)
+            bad(key("attention.value_length"), "is " + std::to_string(value_length) + ", " + key("attention.key_length") + " " +
+                                                    std::to_string(key_length) + "; specdec needs one head size for keys and values");
+        c.attention_head_dim = key_length;
     }
-    if (f.find("llama.rope.dimension_count") != nullptr) {
-        const int rot = integer("llama.rope.dimension_count", std::nullopt);
+    if (f.find(key("rope.dimension_count")) != nullptr) {
+        const int rot = integer(key("rope.dimension_count"), std::nullopt);
         const bool splits = c.attention_head_dim == 0 && c.num_attention_heads > 0 && c.hidden_size % c.num_attention_heads == 0;
         const int hd = c.attention_head_dim > 0 ? c.attention_head_dim : splits ? c.hidden_size / c.num_attention_heads : rot;
         if (rot != hd)
-            bad("llama.rope.dimension_count", "is " + std::to_string(rot) + "; specdec rotates the whole head of " + std::to_string(hd) +
+            bad(key("rope.dimension_count"), "is " + std::to_string(rot) + "; specdec rotates the whole head of " + std::to_string(hd) +
                                                   " (a partial rotary is not supported)");
     }
     // RoPE scaling as llama.cpp reads it (llama_model::load_hparams): rope.scaling.type "none" or "linear"
@@ -1173,36 +1188,42 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     // every frequency divided by it. Llama 3.x's scaling has no keys: convert_hf_to_gguf.py stores its
     // per-dimension factors as the tensor rope_freqs.weight, read below as a table.
     std::string scaling = "linear";
-    if (const GgufValue* v = f.find("llama.rope.scaling.type")) {
-        if (v->type != GgufValueType::kString) bad("llama.rope.scaling.type", "is not a string");
+    if (const GgufValue* v = f.find(key("rope.scaling.type"))) {
+        if (v->type != GgufValueType::kString) bad(key("rope.scaling.type"), "is not a string");
         if (v->string != "none" && v->string != "linear")
-            bad("llama.rope.scaling.type", "is '" + v->string + "'; specdec reads 'none' and 'linear' (Llama-3.1's scaling comes as " +
+            bad(key("rope.scaling.type"), "is '" + v->string + "'; specdec reads 'none' and 'linear' (Llama-3.1's scaling comes as " +
                                                "the tensor rope_freqs.weight; YaRN and LongRoPE are not supported)");
         scaling = v->string;
     }
-    const char* factor_key = f.find("llama.rope.scaling.factor") != nullptr ? "llama.rope.scaling.factor" : "llama.rope.scale_linear";
+    const std::string factor_key = f.find(key("rope.scaling.factor")) != nullptr ? key("rope.scaling.factor") : key("rope.scale_linear");
     if (const GgufValue* v = f.find(factor_key)) {
         if (!v->is_float() || !std::isfinite(v->real) || v->real < 0.0)
             bad(factor_key, v->is_float() ? "is " + std::to_string(v->real) + ", not a finite factor >= 0" : std::string("is not a float"));
         if (v->real != 0.0 && v->real != 1.0) {  // llama.cpp: 0 means unset, 1 scales nothing
-            if (scaling == "none") bad(factor_key, "is " + std::to_string(v->real) + " while llama.rope.scaling.type is 'none'");
+            if (scaling == "none") bad(factor_key, "is " + std::to_string(v->real) + " while " + key("rope.scaling.type") + " is 'none'");
             c.rope_scaling = RopeScaling{.type = RopeScalingType::kLinear, .factor = static_cast<float>(v->real)};
         }
     }
-    if (f.find("llama.rope.scaling.original_context_length") != nullptr)
-        c.rope_scaling.original_max_position_embeddings = integer("llama.rope.scaling.original_context_length", std::nullopt);
-    if (const GgufValue* v = f.find("llama.expert_count"); v != nullptr && !(v->is_integer() && v->integer == 0))
-        bad("llama.expert_count", "is set; mixture-of-experts models are not supported");
+    if (f.find(key("rope.scaling.original_context_length")) != nullptr)
+        c.rope_scaling.original_max_position_embeddings = integer(key("rope.scaling.original_context_length"), std::nullopt);
+    if (const GgufValue* v = f.find(key("expert_count")); v != nullptr && !(v->is_integer() && v->integer == 0))
+        bad(key("expert_count"), "is set; mixture-of-experts models are not supported");
     c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
+    // Qwen2's q/k/v biases (llama.cpp loads them when present; Qwen2's converter always writes them) and
+    // Qwen3's per-head q/k RMSNorms (required by llama.cpp's qwen3).
+    c.qkv_bias = arch_name == "qwen2" && f.find_tensor("blk.0.attn_q.bias") != nullptr;
+    c.qk_norm = arch_name == "qwen3";
     try {
         c.validate();
     } catch (const error& e) {
-        detail::fail("gguf", file + ": the llama.* metadata gives an unusable shape: " + std::string(e.what()));
+        detail::fail("gguf", file + ": the " + arch_name + ".* metadata gives an unusable shape: " + std::string(e.what()));
     }
     // Llama 3.x (rope_type llama3): convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors writes one
     // factor per rotary pair, and llama.cpp (ggml_rope_ext's freq_factors) divides pair j's angle by
     // factor j. Kept as that table, so the frequencies are llama.cpp's whatever parameters made it.
     const GgufTensorInfo* rope_freqs = f.find_tensor("rope_freqs.weight");
+    if (rope_freqs != nullptr && !llama_rope)
+        detail::fail("gguf", file + ": holds tensor 'rope_freqs.weight', which llama.cpp's " + arch_name + " does not read");
     if (rope_freqs != nullptr) {
         const std::string name = "tensor 'rope_freqs.weight'";
         if (c.rope_scaling.type == RopeScalingType::kLinear)
@@ -1231,15 +1252,18 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     }
 
     // The file must hold exactly the tensors of this shape: count them before anything is allocated per layer.
+    const int per_layer = 9 + (c.qkv_bias ? 3 : 0) + (c.qk_norm ? 2 : 0);
     const std::int64_t expected =
-        9 * std::int64_t{c.num_hidden_layers} + 2 + (c.tie_word_embeddings ? 0 : 1) + (rope_freqs != nullptr ? 1 : 0);
+        per_layer * std::int64_t{c.num_hidden_layers} + 2 + (c.tie_word_embeddings ? 0 : 1) + (rope_freqs != nullptr ? 1 : 0);
     for (const GgufTensorInfo& t : f.tensors())
-        if (t.name != "rope_freqs.weight" && !detail::gguf_llama_tensor(t.name, c.num_hidden_layers))
-            detail::fail("gguf", file + ": tensor '" + t.name + "' is not one of a Llama's that specdec runs (token_embd, blk.N." +
-                                     "{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down} for N < block_count " +
-                                     std::to_string(c.num_hidden_layers) + ", output_norm, output, rope_freqs)");
+        if (t.name != "rope_freqs.weight" && !detail::gguf_model_tensor(t.name, c))
+            detail::fail("gguf", file + ": tensor '" + t.name + "' is not one of a " + arch_name + " block that specdec runs (token_embd, blk.N." +
+                                     "{attn_norm,attn_q,attn_k,attn_v,attn_output,ffn_norm,ffn_gate,ffn_up,ffn_down" +
+                                     (c.qkv_bias ? ",attn_q.bias,attn_k.bias,attn_v.bias" : "") +
+                                     (c.qk_norm ? ",attn_q_norm,attn_k_norm" : "") + "} for N < block_count " +
+                                     std::to_string(c.num_hidden_layers) + ", output_norm, output" + (llama_rope ? ", rope_freqs)" : ")"));
     detail::require(static_cast<std::int64_t>(f.tensors().size()) == expected, "gguf", [&] {
-        return file + ": holds " + std::to_string(f.tensors().size()) + " tensors; llama.block_count " +
+        return file + ": holds " + std::to_string(f.tensors().size()) + " tensors; " + key("block_count") + " " +
                std::to_string(c.num_hidden_layers) + " needs " + std::to_string(expected) +
                (c.tie_word_embeddings ? " (no output.weight: the head is tied to token_embd)" : "");
     });
@@ -1257,7 +1281,7 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
         std::vector<std::int64_t> dims = t->dims;
         while (dims.size() > want.size() && dims.back() == 1) dims.pop_back();
         detail::require(dims == want, "gguf", [&] {
-            return file + ": tensor '" + name + "' has ne " + detail::shape_string(t->dims) + "; the llama.* metadata needs " +
+            return file + ": tensor '" + name + "' has ne " + detail::shape_string(t->dims) + "; the " + arch_name + ".* metadata needs " +
                    detail::shape_string(want);
         });
         const detail::GgufTypeTraits traits = detail::gguf_type_traits(t->type);
@@ -1266,7 +1290,7 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
             return file + ": tensor '" + name + "' has type " + traits.name + " (ggml type " + std::to_string(t->type) +
                    "), which specdec cannot dequantize (" + detail::kGgufReadable + ")";
         });
-        const int heads = detail::gguf_rope_heads(hf, c);
+        const int heads = llama_rope ? detail::gguf_rope_heads(hf, c) : 0;
         if (options.defer_matrices && deferrable_tensor(hf)) {
             const std::int64_t rows = want[1], k = want[0];
             detail::require(k % traits.block == 0, "gguf", [&] {
@@ -1412,42 +1436,52 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
                               const GgufTokenizer* tokenizer, GgufSaveType type) {
     const std::string file = path.string();
     c.validate();
-    detail::require_llama_block(c, "gguf", "save_gguf (general.architecture llama)");
+    // Llama's block as "llama" (q/k rows permuted for its RoPE), Qwen2's and Qwen3's as llama.cpp's own
+    // architectures (NeoX RoPE: rows as in HF), which is how convert_hf_to_gguf.py writes each.
+    const std::string arch = c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama";
+    const bool llama_rope = arch == "llama";
+    const auto key = [&](std::string_view suffix) { return arch + "." + std::string(suffix); };
+    detail::require(llama_rope || c.rope_scaling.type == RopeScalingType::kNone || c.rope_scaling.type == RopeScalingType::kLinear,
+                    "gguf", [&] { return file + ": llama.cpp's " + arch + " reads no RoPE factor table (rope_freqs.weight): only none or linear scaling"; });
+    detail::require(!c.qkv_bias || c.head_dim() * c.num_attention_heads == c.hidden_size, "gguf", [&] {
+        return file + ": llama.cpp's qwen2 needs heads x head_dim == hidden_size; this config has " + std::to_string(c.num_attention_heads) +
+               " x " + std::to_string(c.head_dim()) + " and " + std::to_string(c.hidden_size);
+    });
     validate(w, c);
     constexpr std::uint64_t kAlign = 32;
     // The metadata. Counts are written first: build the entries, then the header around them.
     detail::GgufWriter kv;
     std::uint64_t n_kv = 0;
     const auto count = [&](auto&& write) { write(), ++n_kv; };
-    count([&] { kv.string("general.architecture", "llama"); });
+    count([&] { kv.string("general.architecture", arch); });
     count([&] { kv.string("general.name", "specdec"); });
     count([&] { kv.u32("general.alignment", kAlign); });
     static constexpr std::uint32_t kFileType[] = {0, 1, 32, 7};  // llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_BF16, MOSTLY_Q8_0
     count([&] { kv.u32("general.file_type", kFileType[static_cast<int>(type)]); });
     if (type == GgufSaveType::kQ8_0) count([&] { kv.u32("general.quantization_version", 2); });
-    count([&] { kv.u32("llama.context_length", static_cast<std::uint32_t>(c.max_position_embeddings)); });
-    count([&] { kv.u32("llama.embedding_length", static_cast<std::uint32_t>(c.hidden_size)); });
-    count([&] { kv.u32("llama.block_count", static_cast<std::uint32_t>(c.num_hidden_layers)); });
-    count([&] { kv.u32("llama.feed_forward_length", static_cast<std::uint32_t>(c.intermediate_size)); });
-    count([&] { kv.u32("llama.attention.head_count", static_cast<std::uint32_t>(c.num_attention_heads)); });
-    count([&] { kv.u32("llama.attention.head_count_kv", static_cast<std::uint32_t>(c.num_key_value_heads)); });
-    count([&] { kv.f32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps); });
-    count([&] { kv.f32("llama.rope.freq_base", c.rope_theta); });
-    count([&] { kv.u32("llama.rope.dimension_count", static_cast<std::uint32_t>(c.head_dim())); });
+    count([&] { kv.u32(key("context_length"), static_cast<std::uint32_t>(c.max_position_embeddings)); });
+    count([&] { kv.u32(key("embedding_length"), static_cast<std::uint32_t>(c.hidden_size)); });
+    count([&] { kv.u32(key("block_count"), static_cast<std::uint32_t>(c.num_hidden_layers)); });
+    count([&] { kv.u32(key("feed_forward_length"), static_cast<std::uint32_t>(c.intermediate_size)); });
+    count([&] { kv.u32(key("attention.head_count"), static_cast<std::uint32_t>(c.num_attention_heads)); });
+    count([&] { kv.u32(key("attention.head_count_kv"), static_cast<std::uint32_t>(c.num_key_value_heads)); });
+    count([&] { kv.f32(key("attention.layer_norm_rms_epsilon"), c.rms_norm_eps); });
+    count([&] { kv.f32(key("rope.freq_base"), c.rope_theta); });
+    count([&] { kv.u32(key("rope.dimension_count"), static_cast<std::uint32_t>(c.head_dim())); });
     if (c.attention_head_dim > 0) {  // a head size of its own: llama.cpp's n_embd_head_k and _v
-        count([&] { kv.u32("llama.attention.key_length", static_cast<std::uint32_t>(c.head_dim())); });
-        count([&] { kv.u32("llama.attention.value_length", static_cast<std::uint32_t>(c.head_dim())); });
+        count([&] { kv.u32(key("attention.key_length"), static_cast<std::uint32_t>(c.head_dim())); });
+        count([&] { kv.u32(key("attention.value_length"), static_cast<std::uint32_t>(c.head_dim())); });
     }
     switch (c.rope_scaling.type) {
         case RopeScalingType::kNone: break;
         case RopeScalingType::kLinear:  // as convert_hf_to_gguf.py writes HF's {"rope_type": "linear"}
-            count([&] { kv.string("llama.rope.scaling.type", "linear"); });
-            count([&] { kv.f32("llama.rope.scaling.factor", c.rope_scaling.factor); });
+            count([&] { kv.string(key("rope.scaling.type"), "linear"); });
+            count([&] { kv.f32(key("rope.scaling.factor"), c.rope_scaling.factor); });
             break;
         case RopeScalingType::kLlama3:   // no keys: the table below, as convert_hf_to_gguf.py writes it
         case RopeScalingType::kFactors: break;
     }
-    count([&] { kv.u32("llama.vocab_size", static_cast<std::uint32_t>(c.vocab_size)); });
+    count([&] { kv.u32(key("vocab_size"), static_cast<std::uint32_t>(c.vocab_size)); });
     if (tokenizer != nullptr) {
         const GgufTokenizer& t = *tokenizer;
         detail::require(t.vocab_size() <= c.vocab_size, "gguf", [&] {
@@ -1541,7 +1575,7 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
     std::vector<std::byte> encoded;
     for (const Planned& p : plan) {
         std::span<const float> x(*p.src);
-        if (const int heads = detail::gguf_rope_heads(p.hf, c); heads > 0) {
+        if (const int heads = llama_rope ? detail::gguf_rope_heads(p.hf, c) : 0; heads > 0) {
             permuted = *p.src;
             detail::permute_rope_rows(permuted, heads, c.hidden_size, /*to_hf=*/false);
             x = permuted;

@@ -218,7 +218,7 @@ SPECDEC_INLINE void detail::require_llama_block(const Config& c, std::string_vie
     const std::string feature = c.qkv_bias ? "q/k/v projection biases (qkv_bias: a Qwen2 block)"
                                            : "per-head q/k RMSNorms (qk_norm: a Qwen3 block)";
     fail(who, std::string(what) + ": the model has " + feature + ", which " + std::string(what) +
-                  " does not implement (it has Llama's block only); CpuModel runs it and save_checkpoint writes it");
+                  " does not implement (it has Llama's block only); CpuModel runs it, save_checkpoint and save_gguf write it");
 }
 
 SPECDEC_INLINE void detail::validate_rope_scaling(const RopeScaling& s) {

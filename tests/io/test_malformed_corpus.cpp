@@ -247,6 +247,9 @@ const std::vector<Case> kCorpus = {
     {"gguf/rope_freqs_zero.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'rope_freqs.weight' element 3 is 0.000000; a RoPE factor must be finite and > 0"}},
     {"gguf/rope_freqs_nan.gguf", Loader::kGguf, {"[specdec.gguf]", "tensor 'rope_freqs.weight' element 5 is nan; a RoPE factor must be finite and > 0"}},
     {"gguf/rope_freqs_with_linear.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'llama.rope.scaling.factor' is 2.000000 and the file also holds tensor 'rope_freqs.weight'"}},
+    {"gguf/qwen2_with_llama_keys.gguf", Loader::kGguf, {"[specdec.gguf]", "metadata key 'qwen2.embedding_length' is missing"}},
+    {"gguf/qwen2_unknown_tensor.gguf", Loader::kGguf,
+     {"[specdec.gguf]", "tensor 'blk.0.attn_k.bixs' is not one of a qwen2 block that specdec runs", "attn_q.bias,attn_k.bias,attn_v.bias"}},
 };
 
 const fs::path kCorpusDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/malformed";

@@ -608,6 +608,22 @@ void gguf_rope_freqs_cases() {
     write("gguf/rope_freqs_with_linear.gguf", with_kv(ok, gguf_f32_kv("llama.rope.scaling.factor", 2.0f), 1));
 }
 
+// ---- gguf/qwen*: the architecture name without its keys, and a Qwen2 file with a tensor a Qwen2 block lacks.
+
+void gguf_qwen_cases() {
+    Config c{.hidden_size = 32, .intermediate_size = 48, .num_hidden_layers = 1, .num_attention_heads = 2,
+             .num_key_value_heads = 1, .vocab_size = 16, .max_position_embeddings = 8, .tie_word_embeddings = true};
+    const fs::path tmp = kRoot / "gguf" / "tmp.gguf";
+    save_gguf(tmp, c, random_weights(c, 1, 0.3f), nullptr, GgufSaveType::kF32);
+    const std::string llama = detail::read_text_file(tmp, "gguf");
+    write("gguf/qwen2_with_llama_keys.gguf", patched(llama, llama.find("llama", 24), "qwen2"));  // same length
+    c.qkv_bias = true;
+    save_gguf(tmp, c, random_weights(c, 1, 0.3f), nullptr, GgufSaveType::kF32);
+    const std::string qwen2 = detail::read_text_file(tmp, "gguf");
+    fs::remove(tmp);
+    write("gguf/qwen2_unknown_tensor.gguf", patched(qwen2, after_tensor_name(qwen2, "blk.0.attn_k.bias", 0) - 4, "bixs"));
+}
+
 int main() try {
     // The cases found by fuzzing are the fuzzers' inputs split into files (README.md), not written here: kept.
     const auto found_by_fuzzing = [](const fs::path& p) {
@@ -628,6 +644,7 @@ int main() try {
     llama2c_cases();
     gguf_cases();
     gguf_rope_freqs_cases();
+    gguf_qwen_cases();
     return 0;
 } catch (const specdec::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
