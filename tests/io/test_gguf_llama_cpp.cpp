@@ -3,7 +3,8 @@
 // by LlamaModel.permute), and llama.cpp's greedy ids and per-step logits on that file, all written by
 // `bash scripts/llama_cpp_interop.sh --golden` (README.md there); tests/data/gguf/llama_cpp_llama3/ the same
 // for a folder with Llama 3.x's rope_scaling, which the converter writes as the tensor rope_freqs.weight
-// (`--golden-llama3`).
+// (`--golden-llama3`); tests/data/gguf/llama_cpp_qwen2/ and _qwen3/ the same for a Qwen2 and a Qwen3 folder,
+// which the converter writes as llama.cpp's qwen2 and qwen3 architectures (`--golden-qwen2`, `--golden-qwen3`).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "catch.hpp"
 #include "source_dir.hpp"
 #include "helpers.hpp"
+#include "skip_without.hpp"
 
 using namespace specdec;
 namespace fs = std::filesystem;
@@ -190,4 +192,58 @@ TEST_CASE("llama.cpp's tokens and logits on its Llama 3.x file are specdec's, an
     CHECK(worst < 1e-4f * largest);    // the tolerance of the test above
     CHECK(from_hf < 1e-5f * largest);  // float rounding of the factors
     CHECK(without_table > 1e-2f * largest);
+}
+
+TEST_CASE("llama.cpp's qwen2 and qwen3 files load as their HF folders, and decode as llama.cpp does", "[gguf][llama_cpp][qwen]") {
+    const std::string name = GENERATE("qwen2", "qwen3");
+    CAPTURE(name);
+    const fs::path dir = fs::path(SPECDEC_SOURCE_DIR) / ("tests/data/gguf/llama_cpp_" + name);
+    if (test::skip_without(dir / "converted.f32.gguf", "run bash scripts/llama_cpp_interop.sh --golden-" + name)) return;
+    const Checkpoint hf = load_checkpoint(dir);
+    GgufModel m = load_gguf(dir / "converted.f32.gguf");
+    CHECK(read_gguf_header(dir / "converted.f32.gguf").find("general.architecture")->string == name);
+    CHECK(m.config.qkv_bias == (name == "qwen2"));
+    CHECK(m.config.qk_norm == (name == "qwen3"));
+    CHECK(m.config.head_dim() == hf.config.head_dim());
+    CHECK(m.config.rope_theta == hf.config.rope_theta);
+    CHECK(test::same_bits(m.weights, hf.weights, hf.config));  // bf16 -> f32 exactly, q/k rows in HF's order
+
+    REQUIRE(m.tokenizer);
+    std::ifstream prompt_file(dir / "prompt.txt", std::ios::binary);
+    const std::string prompt((std::istreambuf_iterator<char>(prompt_file)), std::istreambuf_iterator<char>());
+    const std::vector<int> their_prompt = ids_after("prompt", dir), theirs = ids_after("greedy", dir);
+    REQUIRE(theirs.size() >= 8);
+    CHECK(m.tokenizer->encode(prompt) == their_prompt);
+    {
+        CpuModel model(m.config, m.weights);
+        const Generation g = autoregressive_generate(model, their_prompt, GenerateOptions{.max_new_tokens = static_cast<int>(theirs.size())});
+        CHECK(g.tokens == theirs);
+    }
+    const int V = m.config.vocab_size;
+    const std::vector<float> llama = llama_cpp_logits(dir, theirs.size(), V);
+    const std::vector<float> ours = step_logits(m.config, m.weights, their_prompt, theirs);
+    float largest = 0;
+    for (float x : llama) largest = std::max(largest, std::abs(x));
+    const float worst = largest_difference(ours, llama);
+
+    // Controls: q and k rows as a "llama" file holds them (permuted for adjacent-pair RoPE), and the
+    // block without its Qwen part: both far from llama.cpp.
+    Weights permuted = m.weights;
+    for (LayerWeights& l : permuted.layers) {
+        detail::permute_rope_rows(l.wq, m.config.num_attention_heads, m.config.hidden_size, /*to_hf=*/false);
+        detail::permute_rope_rows(l.wk, m.config.num_key_value_heads, m.config.hidden_size, /*to_hf=*/false);
+    }
+    const float llama_rows = largest_difference(step_logits(m.config, permuted, their_prompt, theirs), llama);
+    Config plain = m.config;
+    Weights stripped = m.weights;
+    plain.qkv_bias = plain.qk_norm = false;
+    for (LayerWeights& l : stripped.layers) l.bq = l.bk = l.bv = l.q_norm = l.k_norm = {};
+    const float llama_block = largest_difference(step_logits(plain, stripped, their_prompt, theirs), llama);
+
+    INFO("largest |logit| " << largest << ", difference to llama.cpp " << worst << ", with llama's q/k rows " << llama_rows
+                             << ", without the Qwen block " << llama_block);
+    CHECK(largest > 1.0f);
+    CHECK(worst < 1e-4f * largest);  // the tolerance of the tests above
+    CHECK(llama_rows > 1e-2f * largest);
+    CHECK(llama_block > 1e-2f * largest);
 }

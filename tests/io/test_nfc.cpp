@@ -68,7 +68,7 @@ TEST_CASE("nfc passes Unicode's NormalizationTest.txt and leaves every other cod
         // c2 == NFC(c1) == NFC(c2) == NFC(c3); c4 == NFC(c4) == NFC(c5)
         const bool ok = detail::nfc(c[0]) == c[1] && detail::nfc(c[1]) == c[1] && detail::nfc(c[2]) == c[1] &&
                         detail::nfc(c[3]) == c[3] && detail::nfc(c[4]) == c[3];
-        if (!ok && ++n_failed <= 5) failures += "\n  " + line + " -> NFC(c1) = " + hex_of(detail::nfc(c[0]));
+        if (!ok && ++n_failed <= 5) failures.append("\n  ").append(line).append(" -> NFC(c1) = ").append(hex_of(detail::nfc(c[0])));
     }
     INFO("Unicode " << detail::nfc_unicode_version() << ", failures:" << failures);
     CHECK(n_lines > 18000);
@@ -79,7 +79,7 @@ TEST_CASE("nfc passes Unicode's NormalizationTest.txt and leaves every other cod
     for (char32_t cp = 0; cp <= 0x10FFFF; ++cp) {
         if ((cp >= 0xD800 && cp <= 0xDFFF) || listed.contains(cp)) continue;
         const std::string s = utf8_of({cp});
-        if (detail::nfc(s) != s && ++n_changed <= 5) changed += " " + hex_of(s);
+        if (detail::nfc(s) != s && ++n_changed <= 5) changed.append(" ").append(hex_of(s));
     }
     INFO("code points not in Part 1 that NFC changed:" << changed);
     CHECK(n_changed == 0);
