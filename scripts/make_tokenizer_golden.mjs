@@ -128,16 +128,22 @@ function spTiny() {
 }
 const spTinyJson = spTiny();
 
-// A hand-made byte-level file in Llama-3's form: Split with the Llama-3 pattern then ByteLevel,
-// ignore_merges (so "Ġhello", in the vocab without a merge reaching it, is one token), added tokens,
-// and a TemplateProcessing post-processor that puts <|begin_of_text|> first (as Meta's file does).
-function byteLevelTiny() {
-  const byteToChar = [];  // GPT-2's bytes_to_unicode
+// GPT-2's bytes_to_unicode: the character that spells each byte in a byte-level vocab.
+function gpt2ByteChars() {
+  const byteToChar = [];
   let next = 256;
   for (let b = 0; b < 256; ++b) {
     const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
     byteToChar.push(String.fromCodePoint(printable ? b : next++));
   }
+  return byteToChar;
+}
+
+// A hand-made byte-level file in Llama-3's form: Split with the Llama-3 pattern then ByteLevel,
+// ignore_merges (so "Ġhello", in the vocab without a merge reaching it, is one token), added tokens,
+// and a TemplateProcessing post-processor that puts <|begin_of_text|> first (as Meta's file does).
+function byteLevelTiny() {
+  const byteToChar = gpt2ByteChars();
   const vocab = {};
   for (let b = 0; b < 256; ++b) vocab[byteToChar[b]] = b;
   const merges = [["Ġ", "t"], ["h", "e"], ["Ġt", "he"], ["Ġ", "Ġ"], ["ĠĠ", "ĠĠ"], ["Ċ", "Ċ"], ["1", "2"], ["12", "3"],
@@ -167,12 +173,7 @@ function byteLevelTiny() {
 // digits) then ByteLevel, merges that spell precomposed letters (so NFC changes the ids), added tokens
 // of which some are not special, a bare ByteLevel post-processor (no template), and no ignore_merges.
 function qwenTiny() {
-  const byteToChar = [];  // GPT-2's bytes_to_unicode
-  let next = 256;
-  for (let b = 0; b < 256; ++b) {
-    const printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-    byteToChar.push(String.fromCodePoint(printable ? b : next++));
-  }
+  const byteToChar = gpt2ByteChars();
   const toLevel = (s) => [...new TextEncoder().encode(s)].map((b) => byteToChar[b]).join("");
   const vocab = {};
   for (let b = 0; b < 256; ++b) vocab[byteToChar[b]] = b;

@@ -124,6 +124,19 @@ std::vector<float> step_logits(const Config& c, const Weights& w, const std::vec
     return {rows.data.begin() + static_cast<std::ptrdiff_t>((prompt.size() - 1) * static_cast<std::size_t>(rows.cols)), rows.data.end()};
 }
 
+/// The prompt llama.cpp was given in `dir`.
+std::string read_prompt(const fs::path& dir) {
+    std::ifstream in(dir / "prompt.txt", std::ios::binary);
+    REQUIRE(in);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// specdec's n greedy tokens after `prompt`.
+std::vector<int> greedy_ids(const Config& c, const Weights& w, const std::vector<int>& prompt, std::size_t n) {
+    CpuModel model(c, w);
+    return autoregressive_generate(model, prompt, GenerateOptions{.max_new_tokens = static_cast<int>(n)}).tokens;
+}
+
 float largest_difference(const std::vector<float>& a, const std::vector<float>& b) {
     REQUIRE(a.size() == b.size());
     float worst = 0;
@@ -158,19 +171,12 @@ TEST_CASE("llama.cpp's conversion of a Llama 3.x folder loads as that folder, ro
 TEST_CASE("llama.cpp's tokens and logits on its Llama 3.x file are specdec's, and need the table", "[gguf][llama_cpp][rope]") {
     GgufModel m = load_gguf(kLlama3Dir / "converted.f32.gguf");
     REQUIRE(m.tokenizer);
-    std::ifstream prompt_file(kLlama3Dir / "prompt.txt", std::ios::binary);
-    const std::string prompt((std::istreambuf_iterator<char>(prompt_file)), std::istreambuf_iterator<char>());
     const std::vector<int> their_prompt = ids_after("prompt", kLlama3Dir), theirs = ids_after("greedy", kLlama3Dir);
     REQUIRE(theirs.size() >= 8);
-    CHECK(m.tokenizer->encode(prompt) == their_prompt);
+    CHECK(m.tokenizer->encode(read_prompt(kLlama3Dir)) == their_prompt);
+    CHECK(greedy_ids(m.config, m.weights, their_prompt, theirs.size()) == theirs);
     const int V = m.config.vocab_size;
     const std::vector<float> llama = llama_cpp_logits(kLlama3Dir, theirs.size(), V);
-
-    {
-        CpuModel model(m.config, m.weights);
-        const Generation g = autoregressive_generate(model, their_prompt, GenerateOptions{.max_new_tokens = static_cast<int>(theirs.size())});
-        CHECK(g.tokens == theirs);
-    }
     const std::vector<float> ours = step_logits(m.config, m.weights, their_prompt, theirs);
     float largest = 0;
     for (float x : llama) largest = std::max(largest, std::abs(x));
@@ -209,16 +215,10 @@ TEST_CASE("llama.cpp's qwen2 and qwen3 files load as their HF folders, and decod
     CHECK(test::same_bits(m.weights, hf.weights, hf.config));  // bf16 -> f32 exactly, q/k rows in HF's order
 
     REQUIRE(m.tokenizer);
-    std::ifstream prompt_file(dir / "prompt.txt", std::ios::binary);
-    const std::string prompt((std::istreambuf_iterator<char>(prompt_file)), std::istreambuf_iterator<char>());
     const std::vector<int> their_prompt = ids_after("prompt", dir), theirs = ids_after("greedy", dir);
     REQUIRE(theirs.size() >= 8);
-    CHECK(m.tokenizer->encode(prompt) == their_prompt);
-    {
-        CpuModel model(m.config, m.weights);
-        const Generation g = autoregressive_generate(model, their_prompt, GenerateOptions{.max_new_tokens = static_cast<int>(theirs.size())});
-        CHECK(g.tokens == theirs);
-    }
+    CHECK(m.tokenizer->encode(read_prompt(dir)) == their_prompt);
+    CHECK(greedy_ids(m.config, m.weights, their_prompt, theirs.size()) == theirs);
     const int V = m.config.vocab_size;
     const std::vector<float> llama = llama_cpp_logits(dir, theirs.size(), V);
     const std::vector<float> ours = step_logits(m.config, m.weights, their_prompt, theirs);
