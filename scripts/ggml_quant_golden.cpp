@@ -76,7 +76,8 @@ int main(int argc, char** argv) {
     const std::string out = argv[1];
     const std::vector<float> x = input();
     const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                               GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K};
+                               GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
+                               GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};  // the IQ types that need no importance matrix
     for (const ggml_type type : types) {
         const ggml_type_traits* traits = ggml_get_type_traits(type);
         const std::size_t bytes = ggml_row_size(type, kPerRow) * kRows;
@@ -97,7 +98,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "ggml_quant_golden: %s: cannot write %zu bytes to %s\n", upper.c_str(), bytes, out.c_str());
             return 1;
         }
-        std::printf("%-5s %4zu bytes of blocks, relative RMS error %.4f\n", upper.c_str(), bytes, std::sqrt(err / norm));
+        std::printf("%-6s %4zu bytes of blocks, relative RMS error %.4f\n", upper.c_str(), bytes, std::sqrt(err / norm));
     }
     return 0;
 }

@@ -5,7 +5,7 @@
 #   2. llama.cpp writes, specdec reads: llama.cpp's own convert_hf_to_gguf.py (q/k rows permuted for its
 #      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
 #   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q4_1,
-#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M (the K types need rows of a multiple
+#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS (the K and IQ4_XS types need rows of a multiple
 #      of 256 values; for other rows llama-quantize falls back to a legacy type: the line "llama-quantize ...
 #      wrote" counts what it wrote); each file is also compared, bit for bit, with ggml's own dequantization
 #      of it to F32 (llama-quantize --allow-requantize). llama.cpp's ids on a quantized file are reported (its
@@ -165,7 +165,7 @@ types() {  # types LOG: the tensor types a llama-quantize log says it wrote, cou
 }
 # NAME[:pure]; :pure passes --pure (one type for every matrix, no K-quant mix): a Q2_K mix of this model holds
 # no Q2_K tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8.
-for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M; do
+for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS; do
     t=${spec%:pure} name=llama-${spec/:/-} flags=()
     [[ "$spec" == *:pure ]] && flags=(--pure)
     file=$cache/target.$name.gguf

@@ -59,11 +59,11 @@ namespace specdec {
 // ---- declarations (the bodies follow) ----------------------------------------------------------------
 
 /// ggml tensor types by id (ggml.h). Those named here are the ones specdec knows the layout of; loading
-/// dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K (gguf_readable),
+/// dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS (gguf_readable),
 /// saving writes F32, F16, BF16 and Q8_0.
 enum class GgufType : std::uint32_t {
     kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
-    kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15,
+    kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kIQ4_NL = 20, kIQ4_XS = 23,
     kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
 };
 
@@ -243,12 +243,12 @@ struct GgufTypeTraits {
 SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type);
 
 /// The types gguf_dequantize reads, as its messages list them.
-inline constexpr const char* kGgufReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
+inline constexpr const char* kGgufReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
 constexpr bool gguf_readable(GgufType type) {
     switch (type) {
         case GgufType::kF32: case GgufType::kF16: case GgufType::kBF16: case GgufType::kQ8_0: case GgufType::kQ4_0:
         case GgufType::kQ4_1: case GgufType::kQ5_0: case GgufType::kQ5_1: case GgufType::kQ2_K: case GgufType::kQ3_K:
-        case GgufType::kQ4_K: case GgufType::kQ5_K: case GgufType::kQ6_K:
+        case GgufType::kQ4_K: case GgufType::kQ5_K: case GgufType::kQ6_K: case GgufType::kIQ4_NL: case GgufType::kIQ4_XS:
             return true;
         default: return false;
     }
@@ -292,6 +292,8 @@ SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type) {
         case GgufType::kQ5_K: return {kQK_K, 4 + 12 + 32 + 128, "Q5_K"};
         case GgufType::kQ6_K: return {kQK_K, 128 + 64 + 16 + 2, "Q6_K"};
         case GgufType::kQ8_K: return {kQK_K, 4 + 256 + 32, "Q8_K"};
+        case GgufType::kIQ4_NL: return {kQK, 2 + 16, "IQ4_NL"};
+        case GgufType::kIQ4_XS: return {kQK_K, 2 + 2 + 4 + 128, "IQ4_XS"};
         case GgufType::kI8: return {1, 1, "I8"};
         case GgufType::kI16: return {1, 2, "I16"};
         case GgufType::kI32: return {1, 4, "I32"};
@@ -349,6 +351,9 @@ inline int q3_k_scale(int j, const std::uint8_t* s) {
     const int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
     return low | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
 }
+
+// The 16 levels of the IQ4 types (ggml-common.h's kvalues_iq4nl): a non-uniform 4-bit grid, denser near 0.
+inline constexpr std::int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byte> src, float* dst, std::int64_t n) {
     const GgufTypeTraits t = gguf_type_traits(type);
@@ -505,6 +510,33 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
                             const int q = (low | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
                             dst[l + 32 * k] = d * static_cast<float>(sc[l / 16 + 2 * k]) * static_cast<float>(q);
                         }
+            }
+            return;
+        case GgufType::kIQ4_NL:  // block: f16 d, 16 bytes of nibbles (value j low nibble of byte j, value
+                                 // j + 16 the high one); x = d · grid[q]
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += kQK) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                for (int j = 0; j < 16; ++j) {
+                    dst[j] = d * static_cast<float>(kIq4nlValues[p[2 + j] & 0xF]);
+                    dst[j + 16] = d * static_cast<float>(kIq4nlValues[p[2 + j] >> 4]);
+                }
+            }
+            return;
+        case GgufType::kIQ4_XS:  // block: f16 d, u16 scales_h, 4 bytes scales_l, 128 bytes of nibbles: 8
+                                 // sub-blocks of 32 as IQ4_NL's, each with a 6-bit scale (low 4 bits a nibble
+                                 // of scales_l, high 2 bits of scales_h); x = d · (scale - 32) · grid[q]
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const int scales_h = p[2] | (p[3] << 8);
+                const std::uint8_t* q = p + 8;
+                for (int sub = 0; sub < 8; ++sub, q += 16, dst += 32) {
+                    const int ls = ((p[4 + sub / 2] >> (4 * (sub % 2))) & 0xF) | (((scales_h >> (2 * sub)) & 3) << 4);
+                    const float dl = d * static_cast<float>(ls - 32);
+                    for (int j = 0; j < 16; ++j) {
+                        dst[j] = dl * static_cast<float>(kIq4nlValues[q[j] & 0xF]);
+                        dst[j + 16] = dl * static_cast<float>(kIq4nlValues[q[j] >> 4]);
+                    }
+                }
             }
             return;
         default: break;

@@ -34,7 +34,7 @@ struct Quant {
 const std::vector<Quant> kQuants = {
     {GgufType::kQ8_0, {0}},     {GgufType::kQ4_0, {0}},      {GgufType::kQ4_1, {0, 2}}, {GgufType::kQ5_0, {0}},
     {GgufType::kQ5_1, {0, 2}},  {GgufType::kQ2_K, {80, 82}}, {GgufType::kQ3_K, {108}},  {GgufType::kQ4_K, {0, 2}},
-    {GgufType::kQ5_K, {0, 2}}, {GgufType::kQ6_K, {208}},
+    {GgufType::kQ5_K, {0, 2}}, {GgufType::kQ6_K, {208}},  {GgufType::kIQ4_NL, {0}}, {GgufType::kIQ4_XS, {0}},
 };
 
 std::vector<std::byte> read_bytes(const fs::path& path) {
