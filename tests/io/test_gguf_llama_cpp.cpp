@@ -144,6 +144,28 @@ float largest_difference(const std::vector<float>& a, const std::vector<float>& 
     return worst;
 }
 
+/// llama.cpp's run stored in `dir` against specdec's on `m`: the prompt and greedy ids are checked here;
+/// llama.cpp's logits rows, specdec's on the same tokens, the largest |logit| and the largest difference.
+struct AgainstLlamaCpp {
+    std::vector<int> prompt, greedy;
+    std::vector<float> llama, ours;
+    float largest = 0, worst = 0;
+};
+AgainstLlamaCpp against_llama_cpp(const GgufModel& m, const fs::path& dir) {
+    AgainstLlamaCpp r;
+    REQUIRE(m.tokenizer);
+    r.prompt = ids_after("prompt", dir);
+    r.greedy = ids_after("greedy", dir);
+    REQUIRE(r.greedy.size() >= 8);
+    CHECK(m.tokenizer->encode(read_prompt(dir)) == r.prompt);
+    CHECK(greedy_ids(m.config, m.weights, r.prompt, r.greedy.size()) == r.greedy);
+    r.llama = llama_cpp_logits(dir, r.greedy.size(), m.config.vocab_size);
+    r.ours = step_logits(m.config, m.weights, r.prompt, r.greedy);
+    for (float x : r.llama) r.largest = std::max(r.largest, std::abs(x));
+    r.worst = largest_difference(r.ours, r.llama);
+    return r;
+}
+
 }  // namespace
 
 TEST_CASE("llama.cpp's conversion of a Llama 3.x folder loads as that folder, rope_freqs.weight as its table",
@@ -170,17 +192,10 @@ TEST_CASE("llama.cpp's conversion of a Llama 3.x folder loads as that folder, ro
 
 TEST_CASE("llama.cpp's tokens and logits on its Llama 3.x file are specdec's, and need the table", "[gguf][llama_cpp][rope]") {
     GgufModel m = load_gguf(kLlama3Dir / "converted.f32.gguf");
-    REQUIRE(m.tokenizer);
-    const std::vector<int> their_prompt = ids_after("prompt", kLlama3Dir), theirs = ids_after("greedy", kLlama3Dir);
-    REQUIRE(theirs.size() >= 8);
-    CHECK(m.tokenizer->encode(read_prompt(kLlama3Dir)) == their_prompt);
-    CHECK(greedy_ids(m.config, m.weights, their_prompt, theirs.size()) == theirs);
-    const int V = m.config.vocab_size;
-    const std::vector<float> llama = llama_cpp_logits(kLlama3Dir, theirs.size(), V);
-    const std::vector<float> ours = step_logits(m.config, m.weights, their_prompt, theirs);
-    float largest = 0;
-    for (float x : llama) largest = std::max(largest, std::abs(x));
-    const float worst = largest_difference(ours, llama);
+    const AgainstLlamaCpp run = against_llama_cpp(m, kLlama3Dir);
+    const std::vector<int>& their_prompt = run.prompt, &theirs = run.greedy;
+    const std::vector<float>& llama = run.llama, &ours = run.ours;
+    const float largest = run.largest, worst = run.worst;
 
     // The HF folder it came from (llama3's parameters, frequencies in double) gives the same logits to
     // float rounding.
@@ -214,17 +229,10 @@ TEST_CASE("llama.cpp's qwen2 and qwen3 files load as their HF folders, and decod
     CHECK(m.config.rope_theta == hf.config.rope_theta);
     CHECK(test::same_bits(m.weights, hf.weights, hf.config));  // bf16 -> f32 exactly, q/k rows in HF's order
 
-    REQUIRE(m.tokenizer);
-    const std::vector<int> their_prompt = ids_after("prompt", dir), theirs = ids_after("greedy", dir);
-    REQUIRE(theirs.size() >= 8);
-    CHECK(m.tokenizer->encode(read_prompt(dir)) == their_prompt);
-    CHECK(greedy_ids(m.config, m.weights, their_prompt, theirs.size()) == theirs);
-    const int V = m.config.vocab_size;
-    const std::vector<float> llama = llama_cpp_logits(dir, theirs.size(), V);
-    const std::vector<float> ours = step_logits(m.config, m.weights, their_prompt, theirs);
-    float largest = 0;
-    for (float x : llama) largest = std::max(largest, std::abs(x));
-    const float worst = largest_difference(ours, llama);
+    const AgainstLlamaCpp run = against_llama_cpp(m, dir);
+    const std::vector<int>& their_prompt = run.prompt, &theirs = run.greedy;
+    const std::vector<float>& llama = run.llama;
+    const float largest = run.largest, worst = run.worst;
 
     // Controls: q and k rows as a "llama" file holds them (permuted for adjacent-pair RoPE), and the
     // block without its Qwen part: both far from llama.cpp.
