@@ -40,6 +40,11 @@ mkdir -p "$out"
 n=${#harnesses[@]}
 
 jobs=$(nproc)
+# specdec's bodies compiled once, instrumented as the harnesses are (detail/core/compiled.hpp), and each
+# harness against their declarations: fuzz_gguf compiled in 100 s header-only and in 6 s this way.
+echo "== building specdec's bodies with $cxx"
+printf '#define SPECDEC_IMPLEMENTATION\n#include "specdec.hpp"\n' > "$out/specdec_bodies.cpp"
+"${launcher[@]}" "$cxx" "${flags[@]}" -c "$out/specdec_bodies.cpp" -o "$out/specdec_bodies.o"
 echo "== building $n harnesses with $cxx, $jobs at a time"
 i=0
 pids=()
@@ -47,8 +52,8 @@ for h in "${harnesses[@]}"; do
     i=$((i + 1))
     echo "[$i/$n] build fuzz_$h"
     # Compile and link apart: ccache caches a compile, never a link.
-    { "${launcher[@]}" "$cxx" "${flags[@]}" -c "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h.o" &&
-        "$cxx" "${flags[@]}" "$out/fuzz_$h.o" -o "$out/fuzz_$h"; } &
+    { "${launcher[@]}" "$cxx" "${flags[@]}" -DSPECDEC_COMPILED -c "tests/fuzz/fuzz_$h.cpp" -o "$out/fuzz_$h.o" &&
+        "$cxx" "${flags[@]}" "$out/fuzz_$h.o" "$out/specdec_bodies.o" -o "$out/fuzz_$h"; } &
     pids+=($!)
     if (( ${#pids[@]} >= jobs )); then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
 done
