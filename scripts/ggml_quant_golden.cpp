@@ -1,6 +1,7 @@
 // scripts/ggml_quant_golden.cpp — golden data for specdec's GGUF dequantization (outside CI), written
 // against ggml's public ggml.h; no specdec code. For each quantized type a GGUF Llama holds, quantizes one
-// deterministic buffer with ggml's own quantizer (ggml_quantize_chunk, no importance matrix) and
+// deterministic buffer with ggml's own quantizer (ggml_quantize_chunk; an importance matrix of ones for
+// the IQ1, IQ2 and IQ3 types, which ggml requires or uses, none for the others) and
 // dequantizes it with ggml's reference (ggml_get_type_traits(type)->to_float), then writes
 //
 //     OUT/<TYPE>.blocks  the raw blocks, as a GGUF tensor holds them
@@ -77,12 +78,18 @@ int main(int argc, char** argv) {
     const std::vector<float> x = input();
     const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
                                GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
-                               GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS};  // the IQ types that need no importance matrix
+                               GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M,
+                               GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS,
+                               GGML_TYPE_IQ3_S};
+    const std::vector<float> ones(kPerRow, 1.0f);
     for (const ggml_type type : types) {
+        const bool lattice = type != GGML_TYPE_IQ4_NL && type != GGML_TYPE_IQ4_XS &&
+                             std::string(ggml_type_name(type)).rfind("iq", 0) == 0;
         const ggml_type_traits* traits = ggml_get_type_traits(type);
         const std::size_t bytes = ggml_row_size(type, kPerRow) * kRows;
         std::vector<unsigned char> blocks(bytes);
-        const std::size_t written = ggml_quantize_chunk(type, x.data(), blocks.data(), 0, kRows, kPerRow, nullptr);
+        const std::size_t written = ggml_quantize_chunk(type, x.data(), blocks.data(), 0, kRows, kPerRow,
+                                                        lattice ? ones.data() : nullptr);
         std::vector<float> y(x.size());
         traits->to_float(blocks.data(), y.data(), static_cast<std::int64_t>(y.size()));
         double err = 0.0, norm = 0.0;  // relative RMS error: a sanity figure, not what the test checks

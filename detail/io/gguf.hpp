@@ -39,6 +39,8 @@
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+
+#include "gguf_iq_grids.hpp"
 #endif
 
 // The file (ggml's docs/gguf.md), all little-endian:
@@ -59,12 +61,12 @@ namespace specdec {
 // ---- declarations (the bodies follow) ----------------------------------------------------------------
 
 /// ggml tensor types by id (ggml.h). Those named here are the ones specdec knows the layout of; loading
-/// dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS (gguf_readable),
-/// saving writes F32, F16, BF16 and Q8_0.
+/// dequantizes every type here but Q8_1 and Q8_K (ggml's intermediates, never in a model file) and the
+/// integer types (gguf_readable); saving writes F32, F16, BF16 and Q8_0.
 enum class GgufType : std::uint32_t {
     kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
-    kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kIQ4_NL = 20, kIQ4_XS = 23,
-    kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
+    kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kIQ2_XXS = 16, kIQ2_XS = 17,
+    kIQ3_XXS = 18, kIQ1_S = 19, kIQ4_NL = 20, kIQ3_S = 21, kIQ2_S = 22, kIQ4_XS = 23, kIQ1_M = 29, kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
 };
 
 /// Metadata value types (gguf.md).
@@ -243,12 +245,16 @@ struct GgufTypeTraits {
 SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type);
 
 /// The types gguf_dequantize reads, as its messages list them.
-inline constexpr const char* kGgufReadable = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS";
+inline constexpr const char* kGgufReadable =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, "
+    "IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS";
 constexpr bool gguf_readable(GgufType type) {
     switch (type) {
         case GgufType::kF32: case GgufType::kF16: case GgufType::kBF16: case GgufType::kQ8_0: case GgufType::kQ4_0:
         case GgufType::kQ4_1: case GgufType::kQ5_0: case GgufType::kQ5_1: case GgufType::kQ2_K: case GgufType::kQ3_K:
-        case GgufType::kQ4_K: case GgufType::kQ5_K: case GgufType::kQ6_K: case GgufType::kIQ4_NL: case GgufType::kIQ4_XS:
+        case GgufType::kQ4_K: case GgufType::kQ5_K: case GgufType::kQ6_K: case GgufType::kIQ1_S: case GgufType::kIQ1_M:
+        case GgufType::kIQ2_XXS: case GgufType::kIQ2_XS: case GgufType::kIQ2_S: case GgufType::kIQ3_XXS:
+        case GgufType::kIQ3_S: case GgufType::kIQ4_NL: case GgufType::kIQ4_XS:
             return true;
         default: return false;
     }
@@ -292,6 +298,13 @@ SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type) {
         case GgufType::kQ5_K: return {kQK_K, 4 + 12 + 32 + 128, "Q5_K"};
         case GgufType::kQ6_K: return {kQK_K, 128 + 64 + 16 + 2, "Q6_K"};
         case GgufType::kQ8_K: return {kQK_K, 4 + 256 + 32, "Q8_K"};
+        case GgufType::kIQ2_XXS: return {kQK_K, 2 + 64, "IQ2_XXS"};
+        case GgufType::kIQ2_XS: return {kQK_K, 2 + 64 + 8, "IQ2_XS"};
+        case GgufType::kIQ2_S: return {kQK_K, 2 + 64 + 8 + 8, "IQ2_S"};
+        case GgufType::kIQ3_XXS: return {kQK_K, 2 + 96, "IQ3_XXS"};
+        case GgufType::kIQ3_S: return {kQK_K, 2 + 64 + 8 + 32 + 4, "IQ3_S"};
+        case GgufType::kIQ1_S: return {kQK_K, 2 + 32 + 16, "IQ1_S"};
+        case GgufType::kIQ1_M: return {kQK_K, 32 + 16 + 8, "IQ1_M"};
         case GgufType::kIQ4_NL: return {kQK, 2 + 16, "IQ4_NL"};
         case GgufType::kIQ4_XS: return {kQK_K, 2 + 2 + 4 + 128, "IQ4_XS"};
         case GgufType::kI8: return {1, 1, "I8"};
@@ -351,6 +364,19 @@ inline int q3_k_scale(int j, const std::uint8_t* s) {
     const int low = j < 8 ? (s[j] & 0xF) : (s[j - 8] >> 4);
     return low | (((s[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
 }
+
+// The IQ1, IQ2 and IQ3 types (ggml's "i-quants") quantize groups of 8 or 4 values together, as the index of
+// a point of a lattice (gguf_iq_grids.hpp): the point's coordinate j is byte j of its row.
+inline int iq_coordinate(std::uint64_t point, int j) { return static_cast<int>((point >> (8 * j)) & 0xFF); }
+// Their 8 signs of a group are stored as 7 bits, the 8th making the number of minus signs even
+// (ggml-common.h's ksigns_iq2xs): bit j set makes coordinate j negative.
+inline int iq_signs(std::uint32_t seven) { return static_cast<int>(seven | ((std::popcount(seven) & 1u) << 7)); }
+// Value = scale · coordinate, negated where the sign bit is set: ggml multiplies by -1.f or 1.f last.
+inline float iq_signed(float scale, int coordinate, int signs, int j) {
+    return scale * static_cast<float>(coordinate) * ((signs >> j) & 1 ? -1.0f : 1.0f);
+}
+// IQ1's shift of a group's lattice point off centre (ggml-common.h's IQ1S_DELTA and IQ1M_DELTA).
+inline constexpr float kIq1Delta = 0.125f;
 
 // The 16 levels of the IQ4 types (ggml-common.h's kvalues_iq4nl): a non-uniform 4-bit grid, denser near 0.
 inline constexpr std::int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
@@ -510,6 +536,144 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
                             const int q = (low | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
                             dst[l + 32 * k] = d * static_cast<float>(sc[l / 16 + 2 * k]) * static_cast<float>(q);
                         }
+            }
+            return;
+        case GgufType::kIQ2_XXS:  // block: f16 d, then per group of 32 values two uint32: the first four
+                                  // bytes index kIq2xxs (8 values each), the second holds four 7-bit signs
+                                  // and, in its top 4 bits, the scale s; x = d · (0.5 + s) / 4 · ±grid
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                for (int group = 0; group < 8; ++group) {
+                    const std::uint8_t* index = p + 2 + 8 * group;
+                    std::uint32_t meta;
+                    std::memcpy(&meta, index + 4, 4);
+                    const float dl = d * (0.5f + static_cast<float>(meta >> 28)) * 0.25f;
+                    for (int l = 0; l < 4; ++l, dst += 8) {
+                        const std::uint64_t point = iq_grids::kIq2xxs[index[l]];
+                        const int signs = iq_signs((meta >> (7 * l)) & 127);
+                        for (int j = 0; j < 8; ++j) dst[j] = iq_signed(dl, iq_coordinate(point, j), signs, j);
+                    }
+                }
+            }
+            return;
+        case GgufType::kIQ2_XS:  // block: f16 d, 32 uint16 (9 bits an index into kIq2xs, 7 bits of signs
+                                 // per 8 values), 8 scale bytes (a nibble per 16 values, the low one
+                                 // first); x = d · (0.5 + s) / 4 · ±grid
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const std::uint8_t* scales = p + 66;
+                for (int group = 0; group < 8; ++group)
+                    for (int l = 0; l < 4; ++l, dst += 8) {
+                        const int s = l < 2 ? scales[group] & 0xF : scales[group] >> 4;
+                        const float dl = d * (0.5f + static_cast<float>(s)) * 0.25f;
+                        const int q = p[2 + 8 * group + 2 * l] | (p[3 + 8 * group + 2 * l] << 8);
+                        const std::uint64_t point = iq_grids::kIq2xs[q & 511];
+                        const int signs = iq_signs(static_cast<std::uint32_t>(q >> 9));
+                        for (int j = 0; j < 8; ++j) dst[j] = iq_signed(dl, iq_coordinate(point, j), signs, j);
+                    }
+            }
+            return;
+        case GgufType::kIQ2_S:  // block: f16 d, 32 low index bytes, 32 sign bytes (8 stored signs each),
+                                // 8 bytes of high index bits (2 per 8 values), 8 scale bytes as IQ2_XS's;
+                                // a 10-bit index into kIq2s; x = d · (0.5 + s) / 4 · ±grid
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const std::uint8_t* low = p + 2;
+                const std::uint8_t* signs = p + 34;
+                const std::uint8_t* high = p + 66;
+                const std::uint8_t* scales = p + 74;
+                for (int group = 0; group < 8; ++group)
+                    for (int l = 0; l < 4; ++l, dst += 8) {
+                        const int s = l < 2 ? scales[group] & 0xF : scales[group] >> 4;
+                        const float dl = d * (0.5f + static_cast<float>(s)) * 0.25f;
+                        const int index = low[4 * group + l] | (((high[group] >> (2 * l)) & 3) << 8);
+                        const std::uint64_t point = iq_grids::kIq2s[index];
+                        for (int j = 0; j < 8; ++j) dst[j] = iq_signed(dl, iq_coordinate(point, j), signs[4 * group + l], j);
+                    }
+            }
+            return;
+        case GgufType::kIQ3_XXS:  // block: f16 d, 64 index bytes into kIq3xxs (4 values each), then per
+                                  // group of 32 values a uint32 of four 7-bit signs (one per 8 values) and
+                                  // the scale s in its top 4 bits; x = d · (0.5 + s) / 2 · ±grid
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const std::uint8_t* index = p + 2;
+                for (int group = 0; group < 8; ++group) {
+                    std::uint32_t meta;
+                    std::memcpy(&meta, p + 66 + 4 * group, 4);
+                    const float dl = d * (0.5f + static_cast<float>(meta >> 28)) * 0.5f;
+                    for (int l = 0; l < 4; ++l, dst += 8) {
+                        const int signs = iq_signs((meta >> (7 * l)) & 127);
+                        for (int half = 0; half < 2; ++half) {
+                            const std::uint64_t point = iq_grids::kIq3xxs[index[8 * group + 2 * l + half]];
+                            for (int j = 0; j < 4; ++j)
+                                dst[4 * half + j] = iq_signed(dl, iq_coordinate(point, j), signs, 4 * half + j);
+                        }
+                    }
+                }
+            }
+            return;
+        case GgufType::kIQ3_S:  // block: f16 d, 64 low index bytes, 8 bytes of 9th index bits (one per 4
+                                // values), 32 sign bytes (one per 8 values), 4 scale bytes (a nibble per 32
+                                // values); a 9-bit index into kIq3s; x = d · (1 + 2s) · ±grid
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                const std::uint8_t* low = p + 2;
+                const std::uint8_t* high = p + 66;
+                const std::uint8_t* signs = p + 74;
+                const std::uint8_t* scales = p + 106;
+                for (int group = 0; group < 8; ++group) {
+                    const int s = group % 2 == 0 ? scales[group / 2] & 0xF : scales[group / 2] >> 4;
+                    const float dl = d * static_cast<float>(1 + 2 * s);
+                    for (int l = 0; l < 4; ++l, dst += 8)
+                        for (int half = 0; half < 2; ++half) {
+                            const int k = 2 * l + half;  // the group's k-th 4 values
+                            const int index = low[8 * group + k] | (((high[group] >> k) & 1) << 8);
+                            const std::uint64_t point = iq_grids::kIq3s[index];
+                            for (int j = 0; j < 4; ++j)
+                                dst[4 * half + j] = iq_signed(dl, iq_coordinate(point, j), signs[4 * group + l], 4 * half + j);
+                        }
+                }
+            }
+            return;
+        case GgufType::kIQ1_S:  // block: f16 d, 32 low index bytes, then per group of 32 values a uint16:
+                                // 3 high index bits per 8 values (bits 0-11), the scale s (bits 12-14) and
+                                // the sign of the shift (bit 15); an 11-bit index into kIq1s;
+                                // x = d · (2s + 1) · (grid ± 1/8)
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                for (int group = 0; group < 8; ++group) {
+                    const int h = p[34 + 2 * group] | (p[35 + 2 * group] << 8);
+                    const float dl = d * static_cast<float>(2 * ((h >> 12) & 7) + 1);
+                    const float delta = h & 0x8000 ? -kIq1Delta : kIq1Delta;
+                    for (int l = 0; l < 4; ++l, dst += 8) {
+                        const std::uint64_t point = iq_grids::kIq1s[p[2 + 4 * group + l] | (((h >> (3 * l)) & 7) << 8)];
+                        for (int j = 0; j < 8; ++j)
+                            dst[j] = dl * (static_cast<float>(static_cast<std::int8_t>(iq_coordinate(point, j))) + delta);
+                    }
+                }
+            }
+            return;
+        case GgufType::kIQ1_M:  // block: 32 low index bytes, 16 bytes (per 8 values a nibble: 3 high index
+                                // bits and the sign of the shift), 8 scale bytes read as four uint16: a 3-bit
+                                // scale per 16 values in bits 0-11, the f16 d in their top nibbles (d's bits
+                                // 4k..4k+3 in the k-th); x = d · (2s + 1) · (grid ± 1/8), as IQ1_S
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                std::uint16_t sc[4];
+                std::memcpy(sc, p + 48, 8);
+                const auto d_bits = static_cast<std::uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                                               ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+                const float d = read_half(reinterpret_cast<const std::byte*>(&d_bits));
+                for (int group = 0; group < 8; ++group)
+                    for (int l = 0; l < 4; ++l, dst += 8) {
+                        const int s = (sc[group / 2] >> (6 * (group % 2) + 3 * (l / 2))) & 7;
+                        const float dl = d * static_cast<float>(2 * s + 1);
+                        const int nibble = (p[32 + 2 * group + l / 2] >> (4 * (l % 2))) & 0xF;
+                        const float delta = nibble & 8 ? -kIq1Delta : kIq1Delta;
+                        const std::uint64_t point = iq_grids::kIq1s[p[4 * group + l] | ((nibble & 7) << 8)];
+                        for (int j = 0; j < 8; ++j)
+                            dst[j] = dl * (static_cast<float>(static_cast<std::int8_t>(iq_coordinate(point, j))) + delta);
+                    }
             }
             return;
         case GgufType::kIQ4_NL:  // block: f16 d, 16 bytes of nibbles (value j low nibble of byte j, value

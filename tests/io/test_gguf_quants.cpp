@@ -26,7 +26,7 @@ const fs::path kDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/gguf/quants";
 constexpr std::int64_t kValues = 2 * 512;  // ggml_quant_golden's buffer: 2 rows of 512
 
 /// Each quantized type with the byte offsets of the f16 scales (d, then dmin where the type has one) in
-/// its block.
+/// its block; IQ1_M has none (its d is spread over the top nibbles of four uint16 at byte 48: d_bits).
 struct Quant {
     GgufType type;
     std::vector<std::size_t> halves;
@@ -34,8 +34,32 @@ struct Quant {
 const std::vector<Quant> kQuants = {
     {GgufType::kQ8_0, {0}},     {GgufType::kQ4_0, {0}},      {GgufType::kQ4_1, {0, 2}}, {GgufType::kQ5_0, {0}},
     {GgufType::kQ5_1, {0, 2}},  {GgufType::kQ2_K, {80, 82}}, {GgufType::kQ3_K, {108}},  {GgufType::kQ4_K, {0, 2}},
-    {GgufType::kQ5_K, {0, 2}}, {GgufType::kQ6_K, {208}},  {GgufType::kIQ4_NL, {0}}, {GgufType::kIQ4_XS, {0}},
+    {GgufType::kQ5_K, {0, 2}}, {GgufType::kQ6_K, {208}},  {GgufType::kIQ1_S, {0}}, {GgufType::kIQ1_M, {}},
+    {GgufType::kIQ2_XXS, {0}}, {GgufType::kIQ2_XS, {0}}, {GgufType::kIQ2_S, {0}}, {GgufType::kIQ3_XXS, {0}},
+    {GgufType::kIQ3_S, {0}},   {GgufType::kIQ4_NL, {0}}, {GgufType::kIQ4_XS, {0}},
 };
+
+constexpr std::size_t kIq1mScales = 48;  // IQ1_M: scales[8] after qs[32] and qh[16]
+
+/// Sets every f16 scale of the block at `block` to `half`.
+void set_scales(const Quant& q, std::byte* block, std::uint16_t half) {
+    for (const std::size_t h : q.halves) std::memcpy(block + h, &half, 2);
+    if (q.type != GgufType::kIQ1_M) return;
+    for (int k = 0; k < 4; ++k) {  // nibble k of d is the top nibble of the k-th uint16
+        std::uint16_t sc;
+        std::memcpy(&sc, block + kIq1mScales + 2 * k, 2);
+        sc = static_cast<std::uint16_t>((sc & 0x0FFF) | (((half >> (4 * k)) & 0xF) << 12));
+        std::memcpy(block + kIq1mScales + 2 * k, &sc, 2);
+    }
+}
+
+/// Flips d's lowest exponent bit (f16 bit 10) in the block at `block`.
+void flip_scale(const Quant& q, std::byte* block) {
+    if (q.type == GgufType::kIQ1_M)
+        block[kIq1mScales + 2 * 2 + 1] ^= std::byte{0x40};  // bit 10 of d: bit 14 of the third uint16
+    else
+        block[q.halves[0] + 1] ^= std::byte{0x04};
+}
 
 std::vector<std::byte> read_bytes(const fs::path& path) {
     std::ifstream in(path, std::ios::binary);
@@ -95,7 +119,7 @@ TEST_CASE("every quantized type dequantizes ggml's own blocks to ggml's float32 
         // The control: one bit of the first block's scale d flipped (an exponent bit of the f16) must be
         // seen, and only in that block's values.
         std::vector<std::byte> flipped = blocks;
-        flipped[q.halves[0] + 1] ^= std::byte{0x04};
+        flip_scale(q, flipped.data());
         const std::vector<std::size_t> seen = differing_bits(dequantize(q.type, flipped, kValues), ggml);
         CHECK_FALSE(seen.empty());
         CHECK((!seen.empty() && seen.back() < static_cast<std::size_t>(t.block)));
@@ -161,10 +185,8 @@ TEST_CASE("a GGUF Llama held in each quantized type loads whole and deferred to 
             std::vector<std::byte> blocks(static_cast<std::size_t>(info.elements() / t.block * t.bytes));
             for (std::byte& b : blocks) b = static_cast<std::byte>(rng() & 0xFF);
             for (std::size_t block = 0; block < blocks.size(); block += static_cast<std::size_t>(t.bytes))
-                for (const std::size_t h : q.halves) {
-                    const std::uint16_t scale = detail::float_to_half(std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, -9));
-                    std::memcpy(blocks.data() + block + h, &scale, 2);
-                }
+                set_scales(q, blocks.data() + block,
+                           detail::float_to_half(std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, -9)));
             std::memcpy(file.data() + begin, blocks.data(), blocks.size());
             written[info.name] = std::move(blocks);
         }
