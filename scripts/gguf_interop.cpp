@@ -12,6 +12,8 @@
 //                                                              source of tests/data/gguf/llama_cpp_llama3/
 //     gguf_interop tiny-qwen2 HF_DIR | tiny-qwen3 HF_DIR       the same shape as tiny as a Qwen2 (q/k/v biases, untied) or a
 //                                                              Qwen3 (q/k norms, heads of 32, tied): tests/data/gguf/llama_cpp_qwen{2,3}/
+//     gguf_interop tiny-yarn HF_DIR                            tiny-qwen3 with rope_scaling yarn (factor 4 over a pretraining
+//                                                              context of 4096): tests/data/gguf/llama_cpp_yarn/
 //
 // MODEL is a .gguf or an HF folder (config.json, safetensors, tokenizer.json).
 // Built by the script with: g++ -std=c++20 -O2 -I. scripts/gguf_interop.cpp -o build/llama_cpp/gguf_interop -pthread
@@ -154,7 +156,8 @@ int main(int argc, char** argv) try {
         std::printf("%s logits (bit for bit) on %zu tokens\n", same ? "SAME" : "DIFFERENT", tokens.size());
         return same ? 0 : 1;
     }
-    if ((mode == "tiny" || mode == "tiny-llama3" || mode == "tiny-qwen2" || mode == "tiny-qwen3") && argc == 3) {
+    if ((mode == "tiny" || mode == "tiny-llama3" || mode == "tiny-qwen2" || mode == "tiny-qwen3" || mode == "tiny-yarn") &&
+        argc == 3) {
         const std::string dir = argv[2];
         std::filesystem::create_directories(dir);
         const std::string corpus =
@@ -174,8 +177,15 @@ int main(int argc, char** argv) try {
                                          .high_freq_factor = 4.0f, .original_max_position_embeddings = 40};
         }
         if (mode == "tiny-qwen2") c.qkv_bias = true, c.rope_theta = 1000000.0f;
-        if (mode == "tiny-qwen3") {  // heads of 32 (not 64 / 4 = 16): q is 128 rows, o_proj 128 columns, as Qwen3's head_dim allows
+        if (mode == "tiny-qwen3" || mode == "tiny-yarn") {  // heads of 32 (not 64 / 4 = 16): q is 128 rows, o_proj 128 columns
             c.qk_norm = true, c.attention_head_dim = 32, c.rope_theta = 1000000.0f, c.tie_word_embeddings = true;
+        }
+        if (mode == "tiny-yarn") {
+            // 16 rotary pairs at theta 1e6 over a pretraining context of 4096: pair j turns 32 times or more
+            // for j <= 3 (kept), once or less for j >= 8 (divided by 4), the ramp between: every YaRN band.
+            c.max_position_embeddings = 16384;
+            c.rope_scaling = RopeScaling{.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 4096};
+            c.rope_scaling.attention_factor = static_cast<float>(detail::yarn_mscale(4.0));
         }
         Weights w = random_weights(c, 7, 0.25f);  // std 0.25: a peaked argmax; biases N(0, 0.25)
         detail::NormalStream normal{8};           // q/k norm gains 1 + N(0, 0.2): not the identity
@@ -187,7 +197,7 @@ int main(int argc, char** argv) try {
     }
     std::fprintf(stderr,
                  "usage: gguf_interop export HF_DIR OUT.gguf [f32|f16|bf16|q8_0] | greedy MODEL PROMPT N |\n"
-                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny[-llama3|-qwen2|-qwen3] HF_DIR\n");
+                 "       against MODEL PROMPT LLAMA_IDS LOGITS.f32 | same MODEL_A MODEL_B PROMPT N | tiny[-llama3|-qwen2|-qwen3|-yarn] HF_DIR\n");
     return 2;
 } catch (const std::exception& e) {
     std::fprintf(stderr, "gguf_interop: %s\n", e.what());

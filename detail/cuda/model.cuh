@@ -100,6 +100,7 @@ public:
         : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx, options.gemm) {
         cfg_.validate();
         detail::require_llama_block(cfg_, "cuda.model", "CudaModel");
+        detail::require_no_yarn(cfg_, "cuda.model", "CudaModel");
         context_ = detail::capped_context(cfg_.max_position_embeddings, opt_.max_context, "cuda.model");
         detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
             return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +

@@ -257,15 +257,51 @@ SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string
                    json::dump(*v.find("original_max_position_embeddings")) + " is not a positive integer";
         });
         r.scaling.original_max_position_embeddings = static_cast<int>(original);
+    } else if (type == "yarn") {
+        // transformers' _compute_yarn_parameters: beta_fast / beta_slow null or 0 mean 32 / 1 (it reads
+        // `get(...) or 32`); attention_factor null means mscale / mscale_all_dim's ratio where both are
+        // given and non-zero, else 0.1 ln(factor) + 1. The factor is resolved here, once.
+        r.scaling.type = RopeScalingType::kYarn;
+        r.scaling.factor = static_cast<float>(number("factor"));
+        const double original = number("original_max_position_embeddings");
+        require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
+            return file + ": field '" + field + ".original_max_position_embeddings' = " +
+                   json::dump(*v.find("original_max_position_embeddings")) + " is not a positive integer";
+        });
+        r.scaling.original_max_position_embeddings = static_cast<int>(original);
+        const auto optional = [&](const char* name, double otherwise) {
+            const json::Value* f = v.find(name);
+            return f == nullptr || f->is_null() ? otherwise : number(name);
+        };
+        const auto nonzero_or = [&](const char* name, double otherwise) {
+            const double x = optional(name, otherwise);
+            return x == 0.0 ? otherwise : x;
+        };
+        r.scaling.beta_fast = static_cast<float>(nonzero_or("beta_fast", 32.0));
+        r.scaling.beta_slow = static_cast<float>(nonzero_or("beta_slow", 1.0));
+        const double mscale = optional("mscale", 0.0), mscale_all_dim = optional("mscale_all_dim", 0.0);
+        const double inferred = mscale != 0.0 && mscale_all_dim != 0.0
+                                    ? yarn_mscale(r.scaling.factor, mscale) / yarn_mscale(r.scaling.factor, mscale_all_dim)
+                                    : yarn_mscale(r.scaling.factor);
+        r.scaling.attention_factor = static_cast<float>(optional("attention_factor", inferred));
+        if (const json::Value* t = v.find("truncate"); t != nullptr && !t->is_null()) {
+            require(t->is_bool(), "checkpoint", [&] {
+                return file + ": field '" + field + ".truncate' is " + json_preview(*t) + ", expected true or false";
+            });
+            r.scaling.truncate = t->as_bool();
+        }
     } else {
         fail("checkpoint", file + ": field '" + kind_field + "' = '" + type +
-                               "' is not supported (default, linear or llama3; dynamic, yarn, longrope... are not)");
+                               "' is not supported (default, linear, llama3 or yarn; dynamic, longrope... are not)");
     }
     // A member this rope_type does not read would change the rotation in transformers and not here.
     const auto read = [&](std::string_view key) {
         if (key == "rope_type" || key == "type") return true;
         if (key == "rope_theta") return parameters;
         if (key == "factor") return r.scaling.type != RopeScalingType::kNone;
+        if (r.scaling.type == RopeScalingType::kYarn)
+            return key == "original_max_position_embeddings" || key == "beta_fast" || key == "beta_slow" ||
+                   key == "attention_factor" || key == "mscale" || key == "mscale_all_dim" || key == "truncate";
         return r.scaling.type == RopeScalingType::kLlama3 &&
                (key == "low_freq_factor" || key == "high_freq_factor" || key == "original_max_position_embeddings");
     };
@@ -291,6 +327,9 @@ SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b
     if (a.type == RopeScalingType::kNone) return true;
     if (a.type == RopeScalingType::kFactors) return a.factors == b.factors;
     if (a.factor != b.factor) return false;
+    if (a.type == RopeScalingType::kYarn)
+        return a.original_max_position_embeddings == b.original_max_position_embeddings && a.beta_fast == b.beta_fast &&
+               a.beta_slow == b.beta_slow && a.attention_factor == b.attention_factor && a.truncate == b.truncate;
     return a.type == RopeScalingType::kLinear ||
            (a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor &&
             a.original_max_position_embeddings == b.original_max_position_embeddings);
@@ -306,6 +345,11 @@ SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s) {
         }
         return out + " (GGUF's rope_freqs.weight)";
     }
+    if (s.type == RopeScalingType::kYarn)
+        return "yarn, factor " + std::to_string(s.factor) + ", original_max_position_embeddings " +
+               std::to_string(s.original_max_position_embeddings) + ", beta_fast " + std::to_string(s.beta_fast) +
+               ", beta_slow " + std::to_string(s.beta_slow) + ", attention_factor " + std::to_string(s.attention_factor) +
+               (s.truncate ? "" : ", truncate false");
     std::string out = (s.type == RopeScalingType::kLinear ? "linear, factor " : "llama3, factor ") + std::to_string(s.factor);
     if (s.type == RopeScalingType::kLlama3)
         out += ", low_freq_factor " + std::to_string(s.low_freq_factor) + ", high_freq_factor " +
@@ -533,8 +577,15 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
         o.set("rope_scaling", nullptr);
     } else {
         json::Object r;
-        r.set("rope_type", rs.type == RopeScalingType::kLinear ? "linear" : "llama3");
+        r.set("rope_type", rs.type == RopeScalingType::kLinear ? "linear" : rs.type == RopeScalingType::kYarn ? "yarn" : "llama3");
         r.set("factor", static_cast<double>(rs.factor));
+        if (rs.type == RopeScalingType::kYarn) {  // every parameter written, the attention factor as resolved
+            r.set("original_max_position_embeddings", rs.original_max_position_embeddings);
+            r.set("beta_fast", static_cast<double>(rs.beta_fast));
+            r.set("beta_slow", static_cast<double>(rs.beta_slow));
+            r.set("attention_factor", static_cast<double>(rs.attention_factor));
+            r.set("truncate", rs.truncate);
+        }
         if (rs.type == RopeScalingType::kLlama3) {
             r.set("low_freq_factor", static_cast<double>(rs.low_freq_factor));
             r.set("high_freq_factor", static_cast<double>(rs.high_freq_factor));

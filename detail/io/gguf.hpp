@@ -1386,12 +1386,18 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     std::string scaling = "linear";
     if (const GgufValue* v = f.find(key("rope.scaling.type"))) {
         if (v->type != GgufValueType::kString) bad(key("rope.scaling.type"), "is not a string");
-        if (v->string != "none" && v->string != "linear")
-            bad(key("rope.scaling.type"), "is '" + v->string + "'; specdec reads 'none' and 'linear' (Llama-3.1's scaling comes as " +
-                                               "the tensor rope_freqs.weight; YaRN and LongRoPE are not supported)");
+        if (v->string != "none" && v->string != "linear" && v->string != "yarn")
+            bad(key("rope.scaling.type"), "is '" + v->string + "'; specdec reads 'none', 'linear' and 'yarn' (Llama-3.1's scaling comes as " +
+                                               "the tensor rope_freqs.weight; LongRoPE is not supported)");
         scaling = v->string;
     }
     const std::string factor_key = f.find(key("rope.scaling.factor")) != nullptr ? key("rope.scaling.factor") : key("rope.scale_linear");
+    const auto optional_real = [&](const std::string& k, double otherwise) {
+        const GgufValue* v = f.find(k);
+        if (v == nullptr) return otherwise;
+        if (!v->is_float() || !std::isfinite(v->real)) bad(k, v->is_float() ? "is " + std::to_string(v->real) : std::string("is not a float"));
+        return v->real;
+    };
     if (const GgufValue* v = f.find(factor_key)) {
         if (!v->is_float() || !std::isfinite(v->real) || v->real < 0.0)
             bad(factor_key, v->is_float() ? "is " + std::to_string(v->real) + ", not a finite factor >= 0" : std::string("is not a float"));
@@ -1402,6 +1408,35 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
     }
     if (f.find(key("rope.scaling.original_context_length")) != nullptr)
         c.rope_scaling.original_max_position_embeddings = integer(key("rope.scaling.original_context_length"), std::nullopt);
+    // YaRN as llama.cpp applies it (llama_context: ext_factor 1, mscale 0.1 ln(factor) + 1 times
+    // rope.scaling.attn_factor; the ramp of ggml's rope_yarn, the original context defaulting to
+    // context_length) and as convert_hf_to_gguf.py writes HF's parameters: its yarn_beta_fast,
+    // yarn_beta_slow and yarn_attn_factor (HF's attention_factor, replacing the default mscale) are read too,
+    // though this llama.cpp reads none of them for llama or qwen; an extrapolation mix other than 1 and
+    // DeepSeek's log multiplier have no HF counterpart and are refused.
+    const std::vector<std::string> yarn_keys = {"rope.scaling.yarn_beta_fast", "rope.scaling.yarn_beta_slow", "rope.scaling.yarn_attn_factor",
+                                                "rope.scaling.yarn_ext_factor", "rope.scaling.yarn_log_multiplier"};
+    if (scaling != "yarn") {
+        for (const std::string& k : yarn_keys)
+            if (f.find(key(k)) != nullptr) bad(key(k), "is set while " + key("rope.scaling.type") + " is '" + scaling + "', not 'yarn'");
+    } else {
+        const float factor = c.rope_scaling.type == RopeScalingType::kLinear ? c.rope_scaling.factor : 1.0f;
+        RopeScaling y{.type = RopeScalingType::kYarn, .factor = factor};
+        y.original_max_position_embeddings = f.find(key("rope.scaling.original_context_length")) != nullptr
+                                                 ? c.rope_scaling.original_max_position_embeddings
+                                                 : c.max_position_embeddings;
+        y.beta_fast = static_cast<float>(optional_real(key("rope.scaling.yarn_beta_fast"), 32.0));
+        y.beta_slow = static_cast<float>(optional_real(key("rope.scaling.yarn_beta_slow"), 1.0));
+        y.attention_factor = static_cast<float>(optional_real(key("rope.scaling.yarn_attn_factor"), detail::yarn_mscale(factor)) *
+                                                optional_real(key("rope.scaling.attn_factor"), 1.0));
+        if (const double ext = optional_real(key("rope.scaling.yarn_ext_factor"), -1.0); ext >= 0.0 && ext != 1.0)
+            bad(key("rope.scaling.yarn_ext_factor"), "is " + std::to_string(ext) + "; specdec mixes YaRN's frequencies as transformers does (1)");
+        if (const double mul = optional_real(key("rope.scaling.yarn_log_multiplier"), 0.0); mul != 0.0)
+            bad(key("rope.scaling.yarn_log_multiplier"), "is " + std::to_string(mul) + "; DeepSeek's YaRN attention scaling is not supported");
+        c.rope_scaling = y;
+    }
+    if (f.find(key("rope.scaling.attn_factor")) != nullptr && scaling != "yarn")
+        bad(key("rope.scaling.attn_factor"), "is set while " + key("rope.scaling.type") + " is '" + scaling + "'; specdec reads it with 'yarn' only");
     if (const GgufValue* v = f.find(key("expert_count")); v != nullptr && !(v->is_integer() && v->integer == 0))
         bad(key("expert_count"), "is set; mixture-of-experts models are not supported");
     c.tie_word_embeddings = f.find_tensor("output.weight") == nullptr;
@@ -1637,8 +1672,12 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
     const std::string arch = c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama";
     const bool llama_rope = arch == "llama";
     const auto key = [&](std::string_view suffix) { return arch + "." + std::string(suffix); };
-    detail::require(llama_rope || c.rope_scaling.type == RopeScalingType::kNone || c.rope_scaling.type == RopeScalingType::kLinear,
-                    "gguf", [&] { return file + ": llama.cpp's " + arch + " reads no RoPE factor table (rope_freqs.weight): only none or linear scaling"; });
+    detail::require(llama_rope || c.rope_scaling.type == RopeScalingType::kNone || c.rope_scaling.type == RopeScalingType::kLinear ||
+                        c.rope_scaling.type == RopeScalingType::kYarn,
+                    "gguf", [&] { return file + ": llama.cpp's " + arch + " reads no RoPE factor table (rope_freqs.weight): only none, linear or yarn scaling"; });
+    detail::require(c.rope_scaling.type != RopeScalingType::kYarn || c.rope_scaling.truncate, "gguf", [&] {
+        return file + ": rope_scaling yarn with truncate false has no GGUF key (llama.cpp rounds the ramp's ends out)";
+    });
     detail::require(!c.qkv_bias || c.head_dim() * c.num_attention_heads == c.hidden_size, "gguf", [&] {
         return file + ": llama.cpp's qwen2 needs heads x head_dim == hidden_size; this config has " + std::to_string(c.num_attention_heads) +
                " x " + std::to_string(c.head_dim()) + " and " + std::to_string(c.hidden_size);
@@ -1674,6 +1713,18 @@ SPECDEC_INLINE void save_gguf(const std::filesystem::path& path, const Config& c
             count([&] { kv.string(key("rope.scaling.type"), "linear"); });
             count([&] { kv.f32(key("rope.scaling.factor"), c.rope_scaling.factor); });
             break;
+        case RopeScalingType::kYarn: {  // as convert_hf_to_gguf.py writes HF's {"rope_type": "yarn"}
+            const RopeScaling& y = c.rope_scaling;
+            count([&] { kv.string(key("rope.scaling.type"), "yarn"); });
+            count([&] { kv.f32(key("rope.scaling.factor"), y.factor); });
+            count([&] { kv.u32(key("rope.scaling.original_context_length"), static_cast<std::uint32_t>(y.original_max_position_embeddings)); });
+            // Written only where they differ from what a reader assumes without them.
+            if (y.beta_fast != 32.0f) count([&] { kv.f32(key("rope.scaling.yarn_beta_fast"), y.beta_fast); });
+            if (y.beta_slow != 1.0f) count([&] { kv.f32(key("rope.scaling.yarn_beta_slow"), y.beta_slow); });
+            if (y.attention_factor != static_cast<float>(detail::yarn_mscale(y.factor)))
+                count([&] { kv.f32(key("rope.scaling.yarn_attn_factor"), y.attention_factor); });
+            break;
+        }
         case RopeScalingType::kLlama3:   // no keys: the table below, as convert_hf_to_gguf.py writes it
         case RopeScalingType::kFactors: break;
     }

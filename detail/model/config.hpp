@@ -2,6 +2,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -39,6 +40,9 @@ enum class RopeScalingType {
     kLinear,  // {"rope_type": "linear", "factor"}: every frequency / factor (position interpolation)
     kLlama3,  // {"rope_type": "llama3", ...}: low frequencies / factor, high kept, a smooth ramp between
     kFactors, // a table, one factor per frequency: theta^(-2j/hd) / factors[j] (GGUF's rope_freqs.weight)
+    kYarn,    // {"rope_type": "yarn", "factor", "original_max_position_embeddings", ...}: YaRN (Peng et al.,
+              // "YaRN: Efficient Context Window Extension of Large Language Models", 2023): high frequencies
+              // kept, low ones / factor, a linear ramp between; cos and sin scaled by attention_factor
 };
 
 struct RopeScaling {
@@ -46,7 +50,11 @@ struct RopeScaling {
     float factor = 1.0f;                        // linear and llama3
     float low_freq_factor = 1.0f;               // llama3
     float high_freq_factor = 4.0f;              // llama3
-    int original_max_position_embeddings = 8192;  // llama3: the pretraining context
+    int original_max_position_embeddings = 8192;  // llama3 and yarn: the pretraining context
+    float beta_fast = 32.0f;        // yarn: rotations in the pretraining context above which a frequency is kept
+    float beta_slow = 1.0f;         // yarn: below which it is divided by factor (a ramp between)
+    float attention_factor = 1.0f;  // yarn: cos and sin multiplied by it (transformers' attention_scaling)
+    bool truncate = true;           // yarn: the ramp's ends rounded out to whole dimensions
     /// (hd/2) kFactors only: llama.cpp's per-dimension factors, as its converter writes Llama 3.x's scaling
     /// (ggml_rope_ext's freq_factors: rotary pair j turns at theta^(-2j/hd) / factors[j]). config.json
     /// has no field for a table, so save_config refuses it; save_gguf writes it back as rope_freqs.weight.
@@ -140,6 +148,18 @@ SPECDEC_INLINE void require_llama_block(const Config& c, std::string_view who, s
 /// RoPE's inverse frequencies (hd/2) for `c`: theta^(-2j/hd), then scaled as c.rope_scaling says.
 /// Every model (CPU, CUDA, trainable) takes its rotation angles position * inv_freq[j] from here.
 SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c);
+/// The factor RoPE's cos and sin are multiplied by: YaRN's attention_factor, 1 for every other scaling
+/// (transformers' attention_scaling, which scales q·k by its square).
+SPECDEC_INLINE double rope_attention_factor(const Config& c);
+
+namespace detail {
+/// YaRN's default attention factor for `factor` (transformers' get_mscale; the paper's sqrt(1/t) =
+/// 0.1 ln(s) + 1, eq. 22): 1 for factor <= 1.
+SPECDEC_INLINE double yarn_mscale(double factor, double mscale = 1.0);
+/// Throws `[specdec.<who>] <what>: ...` when `c` has YaRN scaling, for code whose RoPE does not scale cos
+/// and sin (the CUDA backend, which has not run YaRN on a GPU).
+SPECDEC_INLINE void require_no_yarn(const Config& c, std::string_view who, std::string_view what);
+}  // namespace detail
 
 #if SPECDEC_BODIES
 SPECDEC_INLINE void Config::validate() const {
@@ -235,14 +255,29 @@ SPECDEC_INLINE void detail::validate_rope_scaling(const RopeScaling& s) {
                         [&] { return std::string("rope_scaling.") + field + " must be > 0, got " + std::to_string(v); });
     };
     finite_positive(s.factor, "factor");
-    if (s.type != RopeScalingType::kLlama3) return;
-    finite_positive(s.low_freq_factor, "low_freq_factor");
-    finite_positive(s.high_freq_factor, "high_freq_factor");
-    // HF divides by (high - low) in the smoothing ramp: equal factors would make it 0/0.
-    detail::require(s.high_freq_factor > s.low_freq_factor, "config", [&] {
-        return "rope_scaling.high_freq_factor " + std::to_string(s.high_freq_factor) +
-               " must exceed low_freq_factor " + std::to_string(s.low_freq_factor);
-    });
+    if (s.type == RopeScalingType::kYarn) {
+        // factor < 1 would shrink the context; transformers warns, llama.cpp's mscale would fall below 1.
+        detail::require(s.factor >= 1.0f, "config",
+                        [&] { return "rope_scaling.factor must be >= 1 for yarn, got " + std::to_string(s.factor); });
+        finite_positive(s.beta_fast, "beta_fast");
+        finite_positive(s.beta_slow, "beta_slow");
+        finite_positive(s.attention_factor, "attention_factor");
+        // The ramp runs from the dimension of beta_fast rotations up to that of beta_slow: reversed, it
+        // would divide by a negative width.
+        detail::require(s.beta_fast > s.beta_slow, "config", [&] {
+            return "rope_scaling.beta_fast " + std::to_string(s.beta_fast) + " must exceed beta_slow " + std::to_string(s.beta_slow);
+        });
+    }
+    if (s.type == RopeScalingType::kLlama3) {
+        finite_positive(s.low_freq_factor, "low_freq_factor");
+        finite_positive(s.high_freq_factor, "high_freq_factor");
+        // HF divides by (high - low) in the smoothing ramp: equal factors would make it 0/0.
+        detail::require(s.high_freq_factor > s.low_freq_factor, "config", [&] {
+            return "rope_scaling.high_freq_factor " + std::to_string(s.high_freq_factor) +
+                   " must exceed low_freq_factor " + std::to_string(s.low_freq_factor);
+        });
+    }
+    if (s.type != RopeScalingType::kLlama3 && s.type != RopeScalingType::kYarn) return;
     detail::require(s.original_max_position_embeddings > 0, "config", [&] {
         return "rope_scaling.original_max_position_embeddings must be > 0, got " +
                std::to_string(s.original_max_position_embeddings);
@@ -284,8 +319,47 @@ SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c) {
             });
             for (std::size_t j = 0; j < inv_freq.size(); ++j) inv_freq[j] /= s.factors[j];
             break;
+        case RopeScalingType::kYarn: {
+            // transformers' _compute_yarn_parameters (modeling_rope_utils.py), the paper's "NTK-by-parts"
+            // (YaRN, section 3.2): pair j's wavelength is 2 pi theta^(2j/hd), so it turns r times in the
+            // pretraining context L at j = hd ln(L / (2 pi r)) / (2 ln theta). Pairs below the j of
+            // beta_fast turns keep their frequency, those above the j of beta_slow turns are divided by
+            // factor, and a linear ramp in j mixes the two between (llama.cpp's rope_yarn: the same).
+            const double base = c.rope_theta, context = s.original_max_position_embeddings;
+            const auto turns_dimension = [&](double turns) {
+                return hd * std::log(context / (turns * 2.0 * std::numbers::pi)) / (2.0 * std::log(base));
+            };
+            double low = turns_dimension(s.beta_fast), high = turns_dimension(s.beta_slow);
+            if (s.truncate) {
+                low = std::floor(low);
+                high = std::ceil(high);
+            }
+            low = std::max(low, 0.0);
+            high = std::min(high, hd - 1.0);
+            if (low == high) high += 0.001;  // as transformers: a step, not 0/0
+            for (std::size_t j = 0; j < inv_freq.size(); ++j) {
+                const double ramp = std::clamp((static_cast<double>(j) - low) / (high - low), 0.0, 1.0);
+                const double keep = 1.0 - ramp;  // transformers' inv_freq_extrapolation_factor
+                inv_freq[j] = inv_freq[j] / s.factor * (1.0 - keep) + inv_freq[j] * keep;
+            }
+            break;
+        }
     }
     return inv_freq;
+}
+
+SPECDEC_INLINE double rope_attention_factor(const Config& c) {
+    return c.rope_scaling.type == RopeScalingType::kYarn ? c.rope_scaling.attention_factor : 1.0;
+}
+
+SPECDEC_INLINE double detail::yarn_mscale(double factor, double mscale) {
+    return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+SPECDEC_INLINE void detail::require_no_yarn(const Config& c, std::string_view who, std::string_view what) {
+    if (c.rope_scaling.type != RopeScalingType::kYarn) return;
+    fail(who, std::string(what) + ": the model has YaRN RoPE scaling (rope_type yarn), which " + std::string(what) +
+                  " does not implement; CpuModel runs it");
 }
 
 #endif  // SPECDEC_BODIES

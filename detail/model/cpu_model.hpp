@@ -494,7 +494,7 @@ SPECDEC_INLINE Rows CpuModel::run_forward(const Tree& tree, int first, const flo
     // RoPE angles once per node (position cache_len + depth), shared by every head and layer.
     std::vector<int> positions(nn);
     for (int i = 0; i < n; ++i) positions[i] = cache_len_ + tree[first + i].depth;
-    detail::rope_table(rope_cs_, positions, inv_freq_);
+    detail::rope_table(rope_cs_, positions, inv_freq_, rope_attention_factor(cfg_));
 
     // The steps between products run per row; the fast model spreads rows over the pool.
     const bool fast = !opt_.reference;

@@ -34,15 +34,17 @@ inline void rope(float* head, int head_dim, const float* cs) {
     }
 }
 
-/// cs (positions.size(), hd/2, 2): cos and sin of position · inv_freq[j], the angle in double.
-inline void rope_table(std::vector<float>& cs, std::span<const int> positions, std::span<const double> inv_freq) {
+/// cs (positions.size(), hd/2, 2): cos and sin of position · inv_freq[j], the angle in double, times
+/// `scale` (rope_attention_factor: YaRN's, else 1).
+inline void rope_table(std::vector<float>& cs, std::span<const int> positions, std::span<const double> inv_freq,
+                       double scale = 1.0) {
     const std::size_t half = inv_freq.size();
     cs.resize(positions.size() * 2 * half);
     for (std::size_t i = 0; i < positions.size(); ++i)
         for (std::size_t j = 0; j < half; ++j) {
             const double a = positions[i] * inv_freq[j];
-            cs[(i * half + j) * 2] = static_cast<float>(std::cos(a));
-            cs[(i * half + j) * 2 + 1] = static_cast<float>(std::sin(a));
+            cs[(i * half + j) * 2] = static_cast<float>(std::cos(a) * scale);
+            cs[(i * half + j) * 2 + 1] = static_cast<float>(std::sin(a) * scale);
         }
 }
 

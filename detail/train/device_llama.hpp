@@ -425,7 +425,7 @@ private:
         }
         if (positions != positions_host_) {  // as TrainableLlama: the table is kept while the positions repeat
             positions_host_ = std::move(positions);
-            const RopeTable t = rope_table(positions_host_, rope_inverse_frequencies(cfg_));
+            const RopeTable t = rope_table(positions_host_, rope_inverse_frequencies(cfg_), rope_attention_factor(cfg_));
             rope_fwd_ = dev_->template alloc<float>(t.forward.size());
             rope_bwd_ = dev_->template alloc<float>(t.backward.size());
             dev_->upload(rope_fwd_.data(), t.forward.data(), t.forward.size());

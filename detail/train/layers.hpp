@@ -354,9 +354,11 @@ struct RopeTable {
     std::vector<float> backward;  // (N, hd/2, 2) (cos, -sin): the inverse rotation
 };
 
-inline RopeTable rope_table(std::span<const int> positions, std::span<const double> inv_freq) {
+/// `scale`: YaRN's attention factor (rope_attention_factor); the backward table carries it too, as the
+/// derivative of scale · R x is scale · R^T.
+inline RopeTable rope_table(std::span<const int> positions, std::span<const double> inv_freq, double scale = 1.0) {
     RopeTable t{static_cast<int>(2 * inv_freq.size()), {}, {}};
-    detail::rope_table(t.forward, positions, inv_freq);
+    detail::rope_table(t.forward, positions, inv_freq, scale);
     t.backward = t.forward;
     for (std::size_t i = 1; i < t.backward.size(); i += 2) t.backward[i] = -t.backward[i];
     return t;

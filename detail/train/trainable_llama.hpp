@@ -307,7 +307,7 @@ private:
         // the same (every training step of a run).
         if (positions != positions_ || rope_.forward.empty()) {
             positions_ = std::move(positions);
-            rope_ = rope_table(positions_, rope_inverse_frequencies(cfg_));  // as CpuModel: head_dim, rope_scaling
+            rope_ = rope_table(positions_, rope_inverse_frequencies(cfg_), rope_attention_factor(cfg_));  // as CpuModel: head_dim, rope_scaling
         }
         if (in.mask.empty()) {
             mask_ = causal_mask(in.T, in.T);

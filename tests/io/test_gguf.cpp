@@ -221,6 +221,47 @@ TEST_CASE("a head size of its own and linear RoPE scaling survive GGUF export an
     }
 }
 
+TEST_CASE("YaRN scaling goes to GGUF as convert_hf_to_gguf.py writes it and comes back the same",
+          "[gguf][roundtrip][rope][yarn]") {
+    // rope.scaling.type yarn, factor, original_context_length; beta_fast, beta_slow and the attention factor
+    // only where they are not what a reader assumes (32, 1, 0.1 ln(factor) + 1).
+    Config plain = test::tiny_config(/*gqa=*/true);
+    plain.attention_head_dim = 32;
+    plain.rope_theta = 1e6f;
+    plain.rope_scaling = RopeScaling{.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 4096};
+    plain.rope_scaling.attention_factor = static_cast<float>(detail::yarn_mscale(4.0));
+    Config custom = plain;
+    custom.rope_scaling.beta_fast = 16.0f;
+    custom.rope_scaling.beta_slow = 2.0f;
+    custom.rope_scaling.attention_factor = 1.25f;
+    const std::vector<int> tokens = {1, 8, 30, 5, 63, 2, 17, 40};
+    for (const Config& cfg : {plain, custom}) {
+        const bool defaults = cfg.rope_scaling.beta_fast == 32.0f;
+        CAPTURE(defaults);
+        const Weights w = random_weights(cfg, 16, 0.3f);
+        const fs::path p = scratch(defaults ? "yarn.gguf" : "yarn_custom.gguf");
+        save_gguf(p, cfg, w, nullptr, GgufSaveType::kF32);
+        const GgufFile f = read_gguf_header(p);
+        CHECK(f.find("llama.rope.scaling.type")->string == "yarn");
+        CHECK(f.find("llama.rope.scaling.factor")->real == 4.0);
+        CHECK(f.find("llama.rope.scaling.original_context_length")->integer == 4096);
+        CHECK((f.find("llama.rope.scaling.yarn_beta_fast") == nullptr) == defaults);
+        CHECK((f.find("llama.rope.scaling.yarn_attn_factor") == nullptr) == defaults);
+        const GgufModel back = load_gguf(p);
+        CHECK(detail::same_rope_scaling(back.config.rope_scaling, cfg.rope_scaling));
+        const std::vector<float> want = chain_logits(cfg, w, tokens);
+        CHECK(chain_logits(back.config, back.weights, tokens) == want);
+        Config unscaled = cfg;  // the control: YaRN reaches the logits
+        unscaled.rope_scaling = {};
+        CHECK(chain_logits(unscaled, w, tokens) != want);
+    }
+    Config untruncated = plain;
+    untruncated.rope_scaling.truncate = false;
+    CHECK_THROWS_WITH(save_gguf(scratch("yarn_untruncated.gguf"), untruncated, random_weights(untruncated, 16, 0.3f), nullptr,
+                                GgufSaveType::kF32),
+                      Catch::StartsWith("[specdec.gguf]") && Catch::Contains("yarn with truncate false has no GGUF key"));
+}
+
 TEST_CASE("Llama-3 RoPE scaling goes to GGUF as rope_freqs.weight and comes back as that table",
           "[gguf][roundtrip][rope]") {
     // Heads of 8: wavelengths 2 pi 10000^(j/4) = 6.3, 63, 628, 6283. With a pretraining context of 128 the

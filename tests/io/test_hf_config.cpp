@@ -1,5 +1,6 @@
 // HF configs as users have them: head_dim apart from hidden_size / heads, rope_scaling (linear,
-// llama3), and the fields this Llama cannot honour refused by name.
+// llama3, yarn), and the fields this Llama cannot honour refused by name.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -38,9 +39,11 @@ Config load_text(const std::string& name, const std::string& text) {
 }
 
 /// The plain Llama forward over `tokens` (positions 0..T-1, causal), written from HF's
-/// LlamaForCausalLM in double: rotate-half RoPE at theta^(-2j/hd) / `scale`, GQA by head // group.
-/// Independent of CpuModel except for the weights it reads; returns (T, V) logits.
-std::vector<double> plain_forward(const Config& c, const Weights& w, const std::vector<int>& tokens, double scale) {
+/// LlamaForCausalLM in double: rotate-half RoPE at the frequencies `inv_freq` with cos and sin times
+/// `attention` (HF's attention_scaling), GQA by head // group. Independent of CpuModel except for the
+/// weights it reads; returns (T, V) logits.
+std::vector<double> plain_forward(const Config& c, const Weights& w, const std::vector<int>& tokens,
+                                  const std::vector<double>& inv_freq, double attention) {
     const int T = static_cast<int>(tokens.size()), D = c.hidden_size, H = c.num_attention_heads;
     const int Hkv = c.num_key_value_heads, hd = c.head_dim(), F = c.intermediate_size, V = c.vocab_size;
     const int group = H / Hkv;
@@ -62,10 +65,10 @@ std::vector<double> plain_forward(const Config& c, const Weights& w, const std::
     const auto rope = [&](std::vector<double>& v, int heads, int pos) {
         for (int h = 0; h < heads; ++h)
             for (int j = 0; j < hd / 2; ++j) {
-                const double f = std::pow(double(c.rope_theta), -2.0 * j / hd) / scale, a = pos * f;
+                const double a = pos * inv_freq[j], cs = attention * std::cos(a), sn = attention * std::sin(a);
                 double& x1 = v[h * hd + j];
                 double& x2 = v[h * hd + j + hd / 2];
-                const double r1 = x1 * std::cos(a) - x2 * std::sin(a), r2 = x2 * std::cos(a) + x1 * std::sin(a);
+                const double r1 = x1 * cs - x2 * sn, r2 = x2 * cs + x1 * sn;
                 x1 = r1;
                 x2 = r2;
             }
@@ -115,6 +118,35 @@ std::vector<double> plain_forward(const Config& c, const Weights& w, const std::
         logits.insert(logits.end(), y.begin(), y.end());
     }
     return logits;
+}
+
+/// The same at theta^(-2j/hd) / `scale`, unscaled cos and sin.
+std::vector<double> plain_forward(const Config& c, const Weights& w, const std::vector<int>& tokens, double scale) {
+    std::vector<double> inv_freq(static_cast<std::size_t>(c.head_dim() / 2));
+    for (std::size_t j = 0; j < inv_freq.size(); ++j) inv_freq[j] = std::pow(double(c.rope_theta), -2.0 * j / c.head_dim()) / scale;
+    return plain_forward(c, w, tokens, inv_freq, 1.0);
+}
+
+/// YaRN's inverse frequencies as transformers' _compute_yarn_parameters (modeling_rope_utils.py) computes
+/// them, in double: the dimension of r turns in the pretraining context, floor / ceil (truncate), the
+/// clamped linear ramp, interpolation (/ factor) mixed with extrapolation.
+std::vector<double> hf_yarn_frequencies(int dim, double base, double factor, double original, double beta_fast,
+                                        double beta_slow, bool truncate) {
+    const auto correction_dim = [&](double rotations) {
+        return (dim * std::log(original / (rotations * 2 * std::numbers::pi))) / (2 * std::log(base));
+    };
+    double low = correction_dim(beta_fast), high = correction_dim(beta_slow);
+    if (truncate) low = std::floor(low), high = std::ceil(high);
+    low = std::max(low, 0.0), high = std::min(high, dim - 1.0);
+    if (low == high) high += 0.001;
+    std::vector<double> inv_freq(static_cast<std::size_t>(dim / 2));
+    for (int j = 0; j < dim / 2; ++j) {
+        const double pos_freq = std::pow(base, 2.0 * j / dim);
+        const double extrapolation = 1.0 / pos_freq, interpolation = 1.0 / (factor * pos_freq);
+        const double extrapolation_factor = 1.0 - std::clamp((j - low) / (high - low), 0.0, 1.0);
+        inv_freq[static_cast<std::size_t>(j)] = interpolation * (1 - extrapolation_factor) + extrapolation * extrapolation_factor;
+    }
+    return inv_freq;
 }
 
 /// Largest |a - b| over the (T, V) logits.
@@ -281,8 +313,8 @@ TEST_CASE("config fields this Llama cannot honour are refused naming the field a
     CHECK_THROWS_WITH(refused("mixtral", ",\"num_local_experts\":8")(), Catch::Contains("num_local_experts = 8"));
     CHECK_THROWS_WITH(refused("moe", ",\"num_experts\":60")(), Catch::Contains("num_experts = 60"));
     CHECK_THROWS_WITH(refused("gelu", ",\"hidden_act\":\"gelu\"")(), Catch::Contains("hidden_act 'gelu'"));
-    CHECK_THROWS_WITH(refused("yarn", ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}")(),
-                      Catch::Contains("field 'rope_scaling.rope_type' = 'yarn' is not supported"));
+    CHECK_THROWS_WITH(refused("longrope", ",\"rope_scaling\":{\"rope_type\":\"longrope\",\"factor\":4.0}")(),
+                      Catch::Contains("field 'rope_scaling.rope_type' = 'longrope' is not supported"));
     CHECK_THROWS_WITH(refused("dynamic", ",\"rope_scaling\":{\"type\":\"dynamic\",\"factor\":4.0}")(),
                       Catch::Contains("field 'rope_scaling.type' = 'dynamic'"));
     CHECK_THROWS_WITH(refused("rope_array", ",\"rope_scaling\":[1]")(), Catch::Contains("field 'rope_scaling' is"));
@@ -343,8 +375,8 @@ TEST_CASE("transformers 5's rope_parameters reads as 4.x's rope_theta and rope_s
                               Catch::Contains("'rope_parameters' (linear, factor 4") && Catch::Contains("disagree"));
     }
     SECTION("an unknown rope_type or member is refused by name") {
-        CHECK_THROWS_WITH(load_text("rope_5x_yarn", config_json(",\"rope_parameters\":{\"rope_type\":\"yarn\",\"factor\":4}")),
-                          Catch::Contains("field 'rope_parameters.rope_type' = 'yarn' is not supported"));
+        CHECK_THROWS_WITH(load_text("rope_5x_dynamic", config_json(",\"rope_parameters\":{\"rope_type\":\"dynamic\",\"factor\":4}")),
+                          Catch::Contains("field 'rope_parameters.rope_type' = 'dynamic' is not supported"));
         CHECK_THROWS_WITH(
             load_text("rope_5x_extra", config_json(",\"rope_parameters\":{\"rope_type\":\"default\",\"factor\":4}")),
             Catch::Contains("field 'rope_parameters.factor' (integer 4) is not read for rope_type 'default'"));
@@ -387,4 +419,108 @@ TEST_CASE("a config.json key the reader does not know is refused by name, a know
         CHECK(back.attention_head_dim == 16);
         CHECK(back.rope_scaling.type == RopeScalingType::kLinear);
     }
+}
+
+TEST_CASE("rope_scaling yarn gives transformers' frequencies, and its attention factor scales cos and sin",
+          "[checkpoint][rope][yarn]") {
+    // Qwen3-8B's documented long-context setting: head_dim 128, theta 1e6, factor 4 over 32768 positions.
+    const Config qwen = load_text("rope_yarn_qwen3",
+                                  "{\"hidden_size\":4096,\"intermediate_size\":12288,\"num_hidden_layers\":1,"
+                                  "\"num_attention_heads\":32,\"num_key_value_heads\":8,\"head_dim\":128,\"vocab_size\":151936,"
+                                  "\"max_position_embeddings\":131072,\"rope_theta\":1000000,\"model_type\":\"qwen3\","
+                                  "\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0,"
+                                  "\"original_max_position_embeddings\":32768}}");
+    REQUIRE(qwen.rope_scaling.type == RopeScalingType::kYarn);
+    CHECK(qwen.rope_scaling.beta_fast == 32.0f);
+    CHECK(qwen.rope_scaling.beta_slow == 1.0f);
+    CHECK(qwen.rope_scaling.truncate);
+    CHECK_THAT(rope_attention_factor(qwen), Catch::WithinRel(0.1 * std::log(4.0) + 1.0, 1e-6));  // the paper's eq. 22
+    const std::vector<double> got = rope_inverse_frequencies(qwen);
+    const std::vector<double> want = hf_yarn_frequencies(128, 1e6, 4.0, 32768, 32, 1, true);
+    REQUIRE(got.size() == want.size());
+    int kept = 0, ramp = 0, divided = 0;
+    for (std::size_t j = 0; j < got.size(); ++j) {
+        CHECK_THAT(got[j], Catch::WithinRel(want[j], 1e-12));
+        const double plain = std::pow(1e6, -2.0 * static_cast<double>(j) / 128);
+        if (std::abs(got[j] - plain) <= 1e-15 * plain) ++kept;
+        else if (std::abs(got[j] - plain / 4) <= 1e-15 * plain) ++divided;
+        else ++ramp;
+    }
+    CHECK(kept > 0);  // every band: high frequencies kept, low ones / 4, a ramp between
+    CHECK(ramp > 0);
+    CHECK(divided > 0);
+
+    SECTION("the model's logits are those of HF's forward at these frequencies and this attention factor") {
+        Config cfg = test::tiny_config();
+        cfg.attention_head_dim = 32;  // 16 pairs: theta 1e6 over 4096 positions puts 3 kept, 5 on the ramp, 8 divided
+        cfg.rope_theta = 1e6f;
+        cfg.rope_scaling = RopeScaling{.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 4096};
+        cfg.rope_scaling.attention_factor = static_cast<float>(detail::yarn_mscale(4.0));
+        const Weights w = random_weights(cfg, 13, 0.3f);
+        const std::vector<int> tokens{3, 17, 42, 5, 9, 60, 11, 2, 33, 7};
+        const std::vector<double> freq = hf_yarn_frequencies(32, 1e6, 4.0, 4096, 32, 1, true);
+        const std::vector<double> want_logits = plain_forward(cfg, w, tokens, freq, 0.1 * std::log(4.0) + 1.0);
+        for (const bool reference : {true, false}) {
+            CAPTURE(reference);
+            CpuModel model(cfg, w, ModelOptions{.reference = reference});
+            CHECK(max_diff(want_logits, model.forward(Tree::chain(tokens))) < 2e-4);
+        }
+        ThreadPool pool(1);
+        train::TrainableLlama trainable(cfg, w, pool);  // the trainers rotate alike
+        trainable.forward(train::ModelInput{.B = 1, .T = static_cast<int>(tokens.size()), .tokens = tokens});
+        const std::vector<float> trained(trainable.logits().begin(), trainable.logits().end());
+        CHECK(max_diff(want_logits, Rows{trained, cfg.vocab_size}) < 2e-4);
+        // The controls: the attention factor left out, or the frequencies unscaled, are seen.
+        CHECK(max_diff(plain_forward(cfg, w, tokens, freq, 1.0), CpuModel(cfg, w).forward(Tree::chain(tokens))) > 1e-3);
+        CHECK(max_diff(plain_forward(cfg, w, tokens, 1.0), CpuModel(cfg, w).forward(Tree::chain(tokens))) > 1e-3);
+    }
+}
+
+TEST_CASE("yarn's optional members read as transformers reads them, and round-trip through config.json",
+          "[checkpoint][rope][yarn]") {
+    const std::string base = "\"rope_type\":\"yarn\",\"factor\":8.0,\"original_max_position_embeddings\":64";
+    const auto yarn = [&](const std::string& name, const std::string& extra) {
+        return load_text(name, config_json(",\"rope_scaling\":{" + base + extra + "}")).rope_scaling;
+    };
+    CHECK(yarn("yarn_explicit", ",\"attention_factor\":1.5").attention_factor == 1.5f);
+    // DeepSeek's spelling: mscale over mscale_all_dim, both given and non-zero.
+    CHECK_THAT(yarn("yarn_mscale", ",\"mscale\":2.0,\"mscale_all_dim\":1.0").attention_factor,
+               Catch::WithinRel((0.2 * std::log(8.0) + 1.0) / (0.1 * std::log(8.0) + 1.0), 1e-6));
+    CHECK_THAT(yarn("yarn_mscale_alone", ",\"mscale\":2.0").attention_factor, Catch::WithinRel(0.1 * std::log(8.0) + 1.0, 1e-6));
+    // transformers reads `beta_fast or 32`: 0 and null are the defaults.
+    CHECK(yarn("yarn_beta_zero", ",\"beta_fast\":0,\"beta_slow\":null").beta_fast == 32.0f);
+    const RopeScaling betas = yarn("yarn_betas", ",\"beta_fast\":16,\"beta_slow\":2,\"truncate\":false");
+    CHECK(betas.beta_fast == 16.0f);
+    CHECK(betas.beta_slow == 2.0f);
+    CHECK_FALSE(betas.truncate);
+    Config cfg = test::tiny_config();
+    cfg.attention_head_dim = 32;
+    cfg.rope_theta = 1e6f;
+    cfg.rope_scaling = betas;
+    const std::vector<double> want = hf_yarn_frequencies(32, 1e6, 8.0, 64, 16, 2, false);
+    const std::vector<double> got = rope_inverse_frequencies(cfg);
+    for (std::size_t j = 0; j < got.size(); ++j) CHECK_THAT(got[j], Catch::WithinRel(want[j], 1e-12));
+
+    // Written whole, the attention factor as resolved: the same scaling reads back, in either spelling.
+    const fs::path dir = fresh_dir("yarn_roundtrip");
+    save_config(cfg, dir / "config.json");
+    const Config back = load_config(dir / "config.json");
+    CHECK(detail::same_rope_scaling(back.rope_scaling, cfg.rope_scaling));
+    CHECK(rope_inverse_frequencies(back) == got);
+    const Config five = load_text("yarn_5x", config_json(",\"rope_parameters\":{\"rope_theta\":1000000.0," + base + "}"));
+    CHECK(detail::same_rope_scaling(five.rope_scaling, yarn("yarn_4x", "")));
+
+    const auto refused = [&](const std::string& name, const std::string& scaling) {
+        return [=] { (void)load_text(name, config_json(",\"rope_scaling\":{" + scaling + "}")); };
+    };
+    CHECK_THROWS_WITH(refused("yarn_no_original", "\"rope_type\":\"yarn\",\"factor\":4.0")(),
+                      Catch::Contains("field 'rope_scaling.original_max_position_embeddings' is missing (rope_type 'yarn' needs it)"));
+    CHECK_THROWS_WITH(refused("yarn_shrink", "\"rope_type\":\"yarn\",\"factor\":0.5,\"original_max_position_embeddings\":64")(),
+                      Catch::Contains("rope_scaling.factor must be >= 1 for yarn, got 0.5"));
+    CHECK_THROWS_WITH(refused("yarn_betas_reversed", base + ",\"beta_fast\":1,\"beta_slow\":32")(),
+                      Catch::Contains("rope_scaling.beta_fast 1.000000 must exceed beta_slow 32.000000"));
+    CHECK_THROWS_WITH(refused("yarn_truncate_text", base + ",\"truncate\":\"yes\"")(),
+                      Catch::Contains("field 'rope_scaling.truncate' is string \"yes\", expected true or false"));
+    CHECK_THROWS_WITH(refused("yarn_unknown", base + ",\"low_freq_factor\":1")(),
+                      Catch::Contains("field 'rope_scaling.low_freq_factor' (integer 1) is not read for rope_type 'yarn'"));
 }

@@ -412,7 +412,7 @@ public:
             visible[i] = tree.path_to(first + i);
             positions_[i] = cache_len_ + tree[first + i].depth;
         }
-        detail::rope_table(rope_cs_, positions_, inv_freq_);
+        detail::rope_table(rope_cs_, positions_, inv_freq_, rope_attention_factor(c));
         detail::rope_table(cross_cs_, positions_, cross_inv_freq_);
 
         for (int i = 0; i < n; ++i)

@@ -243,7 +243,7 @@ private:
         tokens_.assign(in.tokens.begin(), in.tokens.end());
         positions_.resize(tokens_.size());
         for (std::size_t i = 0; i < positions_.size(); ++i) positions_[i] = static_cast<int>(i % in.T);
-        self_rope_ = rope_table(positions_, rope_inverse_frequencies(c));
+        self_rope_ = rope_table(positions_, rope_inverse_frequencies(c), rope_attention_factor(c));
         if (cfg_.glide_cross_attention)
             cross_rope_ = rope_table(positions_, cfg_.glide_cross_head_dim, cfg_.glide_target_rope_theta);
         self_mask_ = causal_mask(in.T, in.T);

@@ -557,7 +557,12 @@ void gguf_cases() {
     write("gguf/nested_array.gguf", header + le64(0) + le64(1) + le64(14) + "general.nested" + le32(9) + le32(9) + le64(1));
     write("gguf/tensor_count_huge.gguf", header + le64(std::uint64_t{1} << 60) + le64(0));
     write("gguf/architecture_bloom.gguf", patched(ok, ok.find("llama", 24), "bloom"));  // same length
-    write("gguf/rope_scaling.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "yarn"), 1));
+    write("gguf/rope_scaling.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "longrope"), 1));
+    write("gguf/rope_yarn_ext_factor.gguf", with_kv(ok, gguf_string_kv("llama.rope.scaling.type", "yarn") +
+                                                            gguf_f32_kv("llama.rope.scaling.factor", 4.0f) +
+                                                            gguf_f32_kv("llama.rope.scaling.yarn_ext_factor", 0.5f), 3));
+    write("gguf/rope_yarn_keys_linear.gguf", with_kv(ok, gguf_f32_kv("llama.rope.scaling.factor", 2.0f) +
+                                                             gguf_f32_kv("llama.rope.scaling.yarn_beta_fast", 16.0f), 2));
     write("gguf/value_length.gguf", with_kv(ok, gguf_u32_kv("llama.attention.key_length", 16) +
                                                     gguf_u32_kv("llama.attention.value_length", 8), 2));
     write("gguf/rope_factor_negative.gguf", with_kv(ok, gguf_f32_kv("llama.rope.scaling.factor", -2.0f), 1));
