@@ -53,7 +53,8 @@ enum class SplitPattern { kGpt2, kLlama3, kQwen2 };
 
 }  // namespace specdec::detail
 
-#if SPECDEC_BODIES  // the helpers of the bodies below
+// The helpers of the bodies below: inline, seen in every mode (tests/io/test_tokenizer.cpp calls the
+// pre-tokenizers and the byte-level alphabet directly).
 
 namespace specdec::detail {
 
@@ -494,8 +495,6 @@ inline std::uint64_t pair_key(int left, int right) {
 }
 
 }  // namespace specdec::detail
-
-#endif  // SPECDEC_BODIES
 
 namespace specdec {
 
