@@ -4,7 +4,8 @@
 // `bash scripts/llama_cpp_interop.sh --golden` (README.md there); tests/data/gguf/llama_cpp_llama3/ the same
 // for a folder with Llama 3.x's rope_scaling, which the converter writes as the tensor rope_freqs.weight
 // (`--golden-llama3`); tests/data/gguf/llama_cpp_qwen2/ and _qwen3/ the same for a Qwen2 and a Qwen3 folder,
-// which the converter writes as llama.cpp's qwen2 and qwen3 architectures (`--golden-qwen2`, `--golden-qwen3`).
+// which the converter writes as llama.cpp's qwen2 and qwen3 architectures (`--golden-qwen2`, `--golden-qwen3`);
+// tests/data/gguf/llama_cpp_yarn/ the Qwen3 one with rope_scaling yarn (`--golden-yarn`).
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -254,4 +255,38 @@ TEST_CASE("llama.cpp's qwen2 and qwen3 files load as their HF folders, and decod
     CHECK(worst < 1e-4f * largest);  // the tolerance of the tests above
     CHECK(llama_rows > 1e-2f * largest);
     CHECK(llama_block > 1e-2f * largest);
+}
+
+TEST_CASE("llama.cpp's YaRN file loads as its HF folder and decodes as llama.cpp does, which needs both parts of YaRN",
+          "[gguf][llama_cpp][rope][yarn]") {
+    const fs::path dir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/gguf/llama_cpp_yarn";
+    if (test::skip_without(dir / "converted.f32.gguf", "run bash scripts/llama_cpp_interop.sh --golden-yarn")) return;
+    const Checkpoint hf = load_checkpoint(dir);
+    GgufModel m = load_gguf(dir / "converted.f32.gguf");
+    const GgufFile f = read_gguf_header(dir / "converted.f32.gguf");
+    CHECK(f.find("qwen3.rope.scaling.type")->string == "yarn");
+    REQUIRE(m.config.rope_scaling.type == RopeScalingType::kYarn);
+    CHECK(m.config.rope_scaling.factor == 4.0f);
+    CHECK(m.config.rope_scaling.original_max_position_embeddings == 4096);
+    CHECK(detail::same_rope_scaling(m.config.rope_scaling, hf.config.rope_scaling));
+    CHECK(test::same_bits(m.weights, hf.weights, hf.config));
+
+    const AgainstLlamaCpp run = against_llama_cpp(m, dir);
+    const std::vector<int>& their_prompt = run.prompt, &theirs = run.greedy;
+    const std::vector<float>& llama = run.llama;
+    const float largest = run.largest, worst = run.worst;
+    // Controls: the frequencies unscaled, and the scaled frequencies without the attention factor.
+    Config unscaled = m.config;
+    unscaled.rope_scaling = {};
+    const float without_yarn = largest_difference(step_logits(unscaled, m.weights, their_prompt, theirs), llama);
+    Config unit = m.config;
+    unit.rope_scaling.attention_factor = 1.0f;
+    const float without_factor = largest_difference(step_logits(unit, m.weights, their_prompt, theirs), llama);
+
+    INFO("largest |logit| " << largest << ", difference to llama.cpp " << worst << ", without YaRN " << without_yarn
+                             << ", without its attention factor " << without_factor);
+    CHECK(largest > 1.0f);
+    CHECK(worst < 1e-4f * largest);  // the tolerance of the tests above
+    CHECK(without_yarn > 1e-2f * largest);
+    CHECK(without_factor > 1e-2f * largest);
 }
