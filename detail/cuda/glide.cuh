@@ -178,7 +178,7 @@ private:
         // The cross queries rotate with theta^(-2j/d_k) alone: a target whose keys carry scaled
         // frequencies would be read at the wrong angles.
         detail::require(tc.rope_scaling.type == RopeScalingType::kNone, "cuda.glide", [] {
-            return std::string("the target has rope_scaling (linear, llama3 or a factor table); a GLIDE "
+            return std::string("the target has rope_scaling (linear, llama3, yarn or a factor table); a GLIDE "
                                "drafter's cross attention supports only an unscaled target RoPE");
         });
     }

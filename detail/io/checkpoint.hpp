@@ -236,6 +236,15 @@ SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string
         });
         return f->as_double();
     };
+    // llama3's and yarn's pretraining context, a positive integer.
+    const auto original_context = [&] {
+        const double original = number("original_max_position_embeddings");
+        require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
+            return file + ": field '" + field + ".original_max_position_embeddings' = " +
+                   json::dump(*v.find("original_max_position_embeddings")) + " is not a positive integer";
+        });
+        return static_cast<int>(original);
+    };
     RopeRead r;
     if (parameters && v.find("rope_theta") != nullptr) {
         r.has_theta = true;
@@ -251,24 +260,14 @@ SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string
         r.scaling.factor = static_cast<float>(number("factor"));
         r.scaling.low_freq_factor = static_cast<float>(number("low_freq_factor"));
         r.scaling.high_freq_factor = static_cast<float>(number("high_freq_factor"));
-        const double original = number("original_max_position_embeddings");
-        require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
-            return file + ": field '" + field + ".original_max_position_embeddings' = " +
-                   json::dump(*v.find("original_max_position_embeddings")) + " is not a positive integer";
-        });
-        r.scaling.original_max_position_embeddings = static_cast<int>(original);
+        r.scaling.original_max_position_embeddings = original_context();
     } else if (type == "yarn") {
         // transformers' _compute_yarn_parameters: beta_fast / beta_slow null or 0 mean 32 / 1 (it reads
         // `get(...) or 32`); attention_factor null means mscale / mscale_all_dim's ratio where both are
         // given and non-zero, else 0.1 ln(factor) + 1. The factor is resolved here, once.
         r.scaling.type = RopeScalingType::kYarn;
         r.scaling.factor = static_cast<float>(number("factor"));
-        const double original = number("original_max_position_embeddings");
-        require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
-            return file + ": field '" + field + ".original_max_position_embeddings' = " +
-                   json::dump(*v.find("original_max_position_embeddings")) + " is not a positive integer";
-        });
-        r.scaling.original_max_position_embeddings = static_cast<int>(original);
+        r.scaling.original_max_position_embeddings = original_context();
         const auto optional = [&](const char* name, double otherwise) {
             const json::Value* f = v.find(name);
             return f == nullptr || f->is_null() ? otherwise : number(name);
