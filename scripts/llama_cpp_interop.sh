@@ -6,7 +6,7 @@
 #      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
 #   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q4_1,
 #      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS, and with an importance
-#      matrix (llama-imatrix on data/corpus/test.txt) IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (the K
+#      matrix (llama-imatrix on data/corpus/test.txt) IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_M, IQ3_XXS, IQ3_S (the K
 #      and IQ types but IQ4_NL need rows of a multiple of 256 values; for other rows llama-quantize falls back to
 #      another type: the line "llama-quantize ... wrote" counts what it wrote); each file is also compared, bit for bit, with ggml's own dequantization
 #      of it to F32 (llama-quantize --allow-requantize). llama.cpp's ids on a quantized file are reported (its
@@ -173,15 +173,14 @@ types() {  # types LOG: the tensor types a llama-quantize log says it wrote, cou
 imatrix=$cache/target.imatrix.gguf
 "$bin/llama-imatrix" -m "$cache/target.converted.gguf" -f data/corpus/test.txt -c 128 --chunks 64 -o "$imatrix" \
     >"$cache/imatrix.log" 2>&1 || { tail -5 "$cache/imatrix.log"; exit 1; }
-# NAME[:pure|:imatrix]; :pure passes --pure (one type for every matrix, no K-quant mix): a Q2_K mix of this model
-# holds no Q2_K tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8; :imatrix passes the
-# importance matrix.
+# NAME[:pure]; :pure passes --pure (one type for every matrix, no mix): a Q2_K mix of this model holds no Q2_K
+# tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8. llama.cpp's IQ2_S file type writes
+# IQ2_XS matrices and its IQ2_M the IQ2_S ones. The IQ1, IQ2 and IQ3 types get the importance matrix.
 for spec in Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS \
-            IQ1_S:imatrix IQ1_M:imatrix IQ2_XXS:imatrix IQ2_XS:imatrix IQ2_S:imatrix IQ3_XXS:imatrix IQ3_S:imatrix; do
-    t=${spec%:*} name=llama-${spec%:imatrix} flags=()
-    name=${name/:/-}
+            IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_M IQ3_XXS IQ3_S; do
+    t=${spec%:pure} name=llama-${spec/:/-} flags=()
     [[ "$spec" == *:pure ]] && flags=(--pure)
-    [[ "$spec" == *:imatrix ]] && flags=(--imatrix "$imatrix")
+    [[ "$t" =~ ^IQ[123]_ ]] && flags+=(--imatrix "$imatrix")
     file=$cache/target.$name.gguf
     "$bin/llama-quantize" ${flags[@]+"${flags[@]}"} "$cache/target.converted.gguf" "$file" "$t" 2 >"$cache/quantize-$name.log" 2>&1 ||
         { tail -5 "$cache/quantize-$name.log"; status=1; continue; }
