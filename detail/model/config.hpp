@@ -153,8 +153,8 @@ SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c);
 SPECDEC_INLINE double rope_attention_factor(const Config& c);
 
 namespace detail {
-/// YaRN's default attention factor for `factor` (transformers' get_mscale; the paper's sqrt(1/t) =
-/// 0.1 ln(s) + 1, eq. 22): 1 for factor <= 1.
+/// YaRN's default attention factor for `factor` (transformers' get_mscale; the paper's recommended
+/// sqrt(1/t) = 0.1 ln(s) + 1): 1 for factor <= 1.
 SPECDEC_INLINE double yarn_mscale(double factor, double mscale = 1.0);
 /// Throws `[specdec.<who>] <what>: ...` when `c` has YaRN scaling, for code whose RoPE does not scale cos
 /// and sin (the CUDA backend, which has not run YaRN on a GPU).
@@ -320,8 +320,8 @@ SPECDEC_INLINE std::vector<double> rope_inverse_frequencies(const Config& c) {
             for (std::size_t j = 0; j < inv_freq.size(); ++j) inv_freq[j] /= s.factors[j];
             break;
         case RopeScalingType::kYarn: {
-            // transformers' _compute_yarn_parameters (modeling_rope_utils.py), the paper's "NTK-by-parts"
-            // (YaRN, section 3.2): pair j's wavelength is 2 pi theta^(2j/hd), so it turns r times in the
+            // transformers' _compute_yarn_parameters (modeling_rope_utils.py), the YaRN paper's
+            // "NTK-by-parts" interpolation: pair j's wavelength is 2 pi theta^(2j/hd), so it turns r times in the
             // pretraining context L at j = hd ln(L / (2 pi r)) / (2 ln theta). Pairs below the j of
             // beta_fast turns keep their frequency, those above the j of beta_slow turns are divided by
             // factor, and a linear ramp in j mixes the two between (llama.cpp's rope_yarn: the same).

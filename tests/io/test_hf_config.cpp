@@ -434,7 +434,7 @@ TEST_CASE("rope_scaling yarn gives transformers' frequencies, and its attention 
     CHECK(qwen.rope_scaling.beta_fast == 32.0f);
     CHECK(qwen.rope_scaling.beta_slow == 1.0f);
     CHECK(qwen.rope_scaling.truncate);
-    CHECK_THAT(rope_attention_factor(qwen), Catch::WithinRel(0.1 * std::log(4.0) + 1.0, 1e-6));  // the paper's eq. 22
+    CHECK_THAT(rope_attention_factor(qwen), Catch::WithinRel(0.1 * std::log(4.0) + 1.0, 1e-6));  // the paper's sqrt(1/t)
     const std::vector<double> got = rope_inverse_frequencies(qwen);
     const std::vector<double> want = hf_yarn_frequencies(128, 1e6, 4.0, 32768, 32, 1, true);
     REQUIRE(got.size() == want.size());
