@@ -1392,12 +1392,6 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
         scaling = v->string;
     }
     const std::string factor_key = f.find(key("rope.scaling.factor")) != nullptr ? key("rope.scaling.factor") : key("rope.scale_linear");
-    const auto optional_real = [&](const std::string& k, double otherwise) {
-        const GgufValue* v = f.find(k);
-        if (v == nullptr) return otherwise;
-        if (!v->is_float() || !std::isfinite(v->real)) bad(k, v->is_float() ? "is " + std::to_string(v->real) : std::string("is not a float"));
-        return v->real;
-    };
     if (const GgufValue* v = f.find(factor_key)) {
         if (!v->is_float() || !std::isfinite(v->real) || v->real < 0.0)
             bad(factor_key, v->is_float() ? "is " + std::to_string(v->real) + ", not a finite factor >= 0" : std::string("is not a float"));
@@ -1425,13 +1419,14 @@ SPECDEC_INLINE GgufModel load_gguf(const std::filesystem::path& path, LoadOption
         y.original_max_position_embeddings = f.find(key("rope.scaling.original_context_length")) != nullptr
                                                  ? c.rope_scaling.original_max_position_embeddings
                                                  : c.max_position_embeddings;
-        y.beta_fast = static_cast<float>(optional_real(key("rope.scaling.yarn_beta_fast"), 32.0));
-        y.beta_slow = static_cast<float>(optional_real(key("rope.scaling.yarn_beta_slow"), 1.0));
-        y.attention_factor = static_cast<float>(optional_real(key("rope.scaling.yarn_attn_factor"), detail::yarn_mscale(factor)) *
-                                                optional_real(key("rope.scaling.attn_factor"), 1.0));
-        if (const double ext = optional_real(key("rope.scaling.yarn_ext_factor"), -1.0); ext >= 0.0 && ext != 1.0)
+        // Non-finite values are refused by Config::validate (the betas, the attention factor) or here.
+        y.beta_fast = real(key("rope.scaling.yarn_beta_fast"), 32.0);
+        y.beta_slow = real(key("rope.scaling.yarn_beta_slow"), 1.0);
+        y.attention_factor = real(key("rope.scaling.yarn_attn_factor"), detail::yarn_mscale(factor)) *
+                             real(key("rope.scaling.attn_factor"), 1.0);
+        if (const float ext = real(key("rope.scaling.yarn_ext_factor"), -1.0); !(ext < 0.0f) && ext != 1.0f)
             bad(key("rope.scaling.yarn_ext_factor"), "is " + std::to_string(ext) + "; specdec mixes YaRN's frequencies as transformers does (1)");
-        if (const double mul = optional_real(key("rope.scaling.yarn_log_multiplier"), 0.0); mul != 0.0)
+        if (const float mul = real(key("rope.scaling.yarn_log_multiplier"), 0.0); mul != 0.0f)
             bad(key("rope.scaling.yarn_log_multiplier"), "is " + std::to_string(mul) + "; DeepSeek's YaRN attention scaling is not supported");
         c.rope_scaling = y;
     }
