@@ -91,6 +91,10 @@ if(SPECDEC_BUILD_EXAMPLES)
     endif()
     # train_demo ... --device cuda: the GPU trainers (examples/feature_trainer.hpp, examples/lm_trainer.hpp)
     target_sources(train_demo PRIVATE examples/feature_trainer_cuda.cu examples/lm_trainer_cuda.cu)
+    # train_demo was made before the architectures were set above (CMakeLists.txt's examples loop), so its
+    # CUDA_ARCHITECTURES is empty unless the command line gave them: set it, or a plain `cmake -S . -B b`
+    # (scripts/demo.sh) fails to generate where nvcc is found.
+    set_target_properties(train_demo PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
     target_compile_definitions(train_demo PRIVATE SPECDEC_TRAIN_DEMO_CUDA=1)
     specdec_cuda_program(train_demo)
 endif()

@@ -17,6 +17,9 @@ if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 
+echo "== a plain configure, as scripts/demo.sh does (no architectures given)"
+cmake -S . -B build/plain -DCMAKE_BUILD_TYPE=Release >/dev/null
+
 echo "== Release build + tests"
 # Where nvcc is found the CUDA tests and benchmark are compiled too; for sm_90 only here (a compile
 # check: each architecture doubles nvcc's time), while scripts/gpu_check.sh builds for the GPU at hand.
