@@ -20,6 +20,21 @@
 #include "methods.hpp"
 #include "specdec.hpp"
 
+// run_method composes every method's policies: about 80 s of code generation (GCC 12, -O3) in each
+// translation unit that calls it. A program may compile it once, as the library compiles its bodies
+// (detail/core/compiled.hpp): one unit defines SPECDEC_BENCH_IMPLEMENTATION before including this
+// file, the others SPECDEC_BENCH_COMPILED (CMake's specdec_bench_compose target does both).
+#if defined(SPECDEC_BENCH_IMPLEMENTATION)
+#define SPECDEC_BENCH_BODIES 1
+#define SPECDEC_BENCH_INLINE
+#elif defined(SPECDEC_BENCH_COMPILED)
+#define SPECDEC_BENCH_BODIES 0
+#define SPECDEC_BENCH_INLINE
+#else
+#define SPECDEC_BENCH_BODIES 1
+#define SPECDEC_BENCH_INLINE inline
+#endif
+
 namespace specdec::bench {
 
 // ---- models ------------------------------------------------------------------------------------------
@@ -263,6 +278,11 @@ auto compose_cascade(const MethodSpec& m, Model& d1, Model* d2, const Bigram& bi
     return top_level(top);
 }
 
+/// Composes the method's policies over `models` and decodes `prompt` once.
+SPECDEC_BENCH_INLINE Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt,
+                                    const GenerateOptions& opts);
+
+#if SPECDEC_BENCH_BODIES
 inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
     for (const std::string& name : drafter_names(m))  // Review reads each drafter's rows as they are: no padding
         detail::require(models.drafters.at(name)->vocab_size() == models.target->vocab_size(), "bench", [&] {
@@ -276,7 +296,7 @@ inline Run run_cascade(const MethodSpec& m, Models& models, std::span<const int>
     });
 }
 
-inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
+SPECDEC_BENCH_INLINE Run run_method(const MethodSpec& m, Models& models, std::span<const int> prompt, const GenerateOptions& opts) {
     switch (m.kind) {
         case MethodKind::kAutoregressive: return {autoregressive_generate(*models.target, prompt, opts), {}};
         case MethodKind::kChain:  // vanilla SD, GLIDE
@@ -331,5 +351,6 @@ inline Run run_method(const MethodSpec& m, Models& models, std::span<const int> 
     }
     detail::fail("bench", "unhandled method kind");
 }
+#endif  // SPECDEC_BENCH_BODIES
 
 }  // namespace specdec::bench

@@ -10,6 +10,8 @@
 #include "examples/bench/methods.hpp"
 #include "examples/bench/report_html.hpp"
 
+namespace test_bench_config {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::bench;
 
@@ -265,3 +267,5 @@ TEST_CASE("the scale experiment's methods file holds every method kind of the RE
     // Every drafter kind the widening must carry along: a separate LM, GLIDE, EDD, EAGLE and FSPAD.
     for (const char* d : {"small", "glide", "edd", "eagle", "fspad"}) CHECK(drafters.count(d) == 1u);
 }
+
+}  // namespace test_bench_config

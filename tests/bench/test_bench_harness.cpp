@@ -12,6 +12,8 @@
 #include "examples/bench/harness.hpp"
 #include "helpers.hpp"
 
+namespace test_bench_harness {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -145,7 +147,7 @@ TEST_CASE("a registered method that cannot run is refused by name", "[bench][har
 
 TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossless column at T > 0", "[bench][harness]") {
     const TempDir dir;
-    REQUIRE(run_bench(two_methods(), dir.path, {"--temperatures", "1", "--check-lossless", "30"}) == 0);
+    REQUIRE(run_bench(two_methods(), dir.path, {"--temperatures", "1", "--check-lossless", "12"}) == 0);
     const std::string csv = read_all(dir.path / "table.csv");
     const std::string html = read_all(dir.path / "report.html");
     // The method claiming losslessness was checked; the lossy one was not (it claims nothing to check).
@@ -153,7 +155,7 @@ TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossles
     const std::size_t at = csv.find(ran);
     REQUIRE(at != std::string::npos);
     CHECK(csv.find(ran, at + 1) == std::string::npos);
-    CHECK(csv.find("first two tokens of prompt 1 over 30 runs", at) != std::string::npos);
+    CHECK(csv.find("first two tokens of prompt 1 over 12 runs", at) != std::string::npos);
     CHECK(csv.find("planted lossy control", at) != std::string::npos);
     CHECK(csv.find("NOT LOSSLESS", at) == std::string::npos);  // sample-and-match is lossless: not flagged
     CHECK(csv.find("not checked in this run (" + std::string(kOwnAcceptor)) == std::string::npos);
@@ -256,3 +258,5 @@ TEST_CASE("the benchmark's flags are refused by name: unknown, without a value, 
     CHECK((a.n_prompts == 3 && a.seed == 7 && a.split == "val" && a.target_scale == "1b"));
     CHECK_THROWS_WITH(parse({"--split", "train"}), Catch::Contains("argument --split = 'train': expected all, val or test"));
 }
+
+}  // namespace test_bench_harness

@@ -9,6 +9,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_checkpoint {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -142,3 +144,5 @@ TEST_CASE("broken checkpoints are rejected naming the file, field or tensor", "[
         CHECK_THROWS_WITH(load_checkpoint(dir), Catch::Contains("model.safetensors"));
     }
 }
+
+}  // namespace test_checkpoint

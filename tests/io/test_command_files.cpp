@@ -14,6 +14,8 @@
 #include "examples/cli/text_stream.hpp"
 #include "helpers.hpp"
 
+namespace test_command_files {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -238,3 +240,5 @@ TEST_CASE("the text stream colours each character by the token of its first byte
     CHECK(std::string(buf, n) == "\x1b[32mab\x1b[0mc");
     std::fclose(sink);
 }
+
+}  // namespace test_command_files

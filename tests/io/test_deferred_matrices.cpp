@@ -10,6 +10,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_deferred_matrices {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -150,3 +152,5 @@ TEST_CASE("a NaN or Inf in a deferred matrix is refused naming file, tensor and 
     CHECK_THROWS_WITH(CpuModel(m.config, m.weights, {}),
                       Catch::StartsWith("[specdec.gguf] " + file.string() + ": tensor 'blk.0.attn_output.weight' holds Inf at element 5"));
 }
+
+}  // namespace test_deferred_matrices

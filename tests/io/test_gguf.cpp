@@ -11,6 +11,8 @@
 #include "helpers.hpp"
 #include "source_dir.hpp"
 
+namespace test_gguf {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -512,3 +514,5 @@ TEST_CASE("a byte-level tokenizer and a llama2.c tokenizer survive GGUF export a
                                             Catch::Contains("holds 77 for token 5"));
     }
 }
+
+}  // namespace test_gguf

@@ -13,6 +13,8 @@
 #include "skip_without.hpp"
 #include "helpers.hpp"
 
+namespace test_gguf_golden {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -110,3 +112,5 @@ TEST_CASE("Llama-3's byte-level vocabulary from GGUF tokenizes every llama.cpp t
     if (skip_without(vocab)) return;
     check_vocab(vocab, GgufTokenizer::Kind::kGpt2, /*check_decode=*/true);
 }
+
+}  // namespace test_gguf_golden

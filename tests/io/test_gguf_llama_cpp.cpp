@@ -19,6 +19,8 @@
 #include "helpers.hpp"
 #include "skip_without.hpp"
 
+namespace test_gguf_llama_cpp {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -290,3 +292,5 @@ TEST_CASE("llama.cpp's YaRN file loads as its HF folder and decodes as llama.cpp
     CHECK(without_yarn > 1e-2f * largest);
     CHECK(without_factor > 1e-2f * largest);
 }
+
+}  // namespace test_gguf_llama_cpp

@@ -17,6 +17,8 @@
 #include "helpers.hpp"
 #include "source_dir.hpp"
 
+namespace test_gguf_quants {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -215,3 +217,5 @@ TEST_CASE("a GGUF Llama held in each quantized type loads whole and deferred to 
         }
     }
 }
+
+}  // namespace test_gguf_quants

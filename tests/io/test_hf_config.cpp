@@ -11,6 +11,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_hf_config {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -524,3 +526,5 @@ TEST_CASE("yarn's optional members read as transformers reads them, and round-tr
     CHECK_THROWS_WITH(refused("yarn_unknown", base + ",\"low_freq_factor\":1")(),
                       Catch::Contains("field 'rope_scaling.low_freq_factor' (integer 1) is not read for rope_type 'yarn'"));
 }
+
+}  // namespace test_hf_config

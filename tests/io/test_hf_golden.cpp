@@ -18,6 +18,8 @@
 #include "skip_without.hpp"
 #include "helpers.hpp"
 
+namespace test_hf_golden {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -115,3 +117,5 @@ TEST_CASE("the golden checkpoint in the other RoPE spelling gives the same logit
     check_logits(dir, read_json(logits_file));
     fs::remove_all(dir);
 }
+
+}  // namespace test_hf_golden

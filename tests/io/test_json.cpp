@@ -7,6 +7,8 @@
 
 #include "detail/io/json.hpp"
 
+namespace test_json {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using Catch::Contains;
 
@@ -179,3 +181,5 @@ TEST_CASE("json accessors name the field, the expected type and the value found"
     CHECK_THROWS_WITH(json::Value("s").as_double(), Contains("json value: expected a number, found string \"s\""));
     CHECK_THROWS_WITH(json::dump(json::Value(std::nan(""))), Contains("JSON has no NaN or Infinity"));
 }
+
+}  // namespace test_json

@@ -10,6 +10,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_llama2c {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -430,3 +432,5 @@ TEST_CASE("llama2.c's tokenizer refuses what run.c would turn into garbage", "[l
     CHECK_THROWS_WITH(spaced.encode("b", false, false),
                       Catch::Contains("byte 0x62 at offset 0 is not in the vocabulary, and its fallback token 101 is past"));
 }
+
+}  // namespace test_llama2c

@@ -16,9 +16,6 @@
 #include "source_dir.hpp"
 #include "helpers.hpp"
 
-using namespace specdec;
-namespace fs = std::filesystem;
-
 // ---- the largest single allocation, counted by replacing the global operator new of this test binary
 // (delete is replaced too, to pair with it). Not under ASan, which intercepts operator new itself (a
 // replacement here meets its allocations in delete: alloc-dealloc-mismatch) and whose allocation limit
@@ -47,6 +44,11 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 #endif
+
+namespace test_malformed_corpus {  // a unity build compiles several test files as one
+
+using namespace specdec;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -357,3 +359,5 @@ TEST_CASE("JSON nested 200,000 deep is refused at the depth limit, without exhau
     }
     fs::remove_all(dir);
 }
+
+}  // namespace test_malformed_corpus

@@ -12,6 +12,8 @@
 
 #include "detail/io/nfc.hpp"
 
+namespace test_nfc {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -101,3 +103,5 @@ TEST_CASE("nfc composes across marks in canonical order and keeps bytes that are
     for (std::string s : {"A\xCC\x8A\xCC\x81 \xE1\x84\x80\xE1\x85\xA1", "\xE0\xAD\x87\xE0\xAC\xBE", "x\xCC\xB8\xCC\x81"})
         CHECK(detail::nfc(detail::nfc(s)) == detail::nfc(s));
 }
+
+}  // namespace test_nfc

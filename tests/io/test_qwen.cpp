@@ -15,6 +15,8 @@
 #include "skip_without.hpp"
 #include "source_dir.hpp"
 
+namespace test_qwen {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -312,3 +314,5 @@ TEST_CASE("code that implements Llama's block only refuses a Qwen config by name
     CHECK(target_config_hash(llama) != target_config_hash(c));
     fs::remove_all(dir);
 }
+
+}  // namespace test_qwen

@@ -13,6 +13,8 @@
 
 #include "detail/io/safetensors.hpp"
 
+namespace test_safetensors {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using Catch::Contains;
 namespace fs = std::filesystem;
@@ -303,3 +305,5 @@ TEST_CASE("write_safetensors refuses inconsistent tensors", "[safetensors][error
     }
     CHECK_FALSE(fs::exists(dir / "x.safetensors"));
 }
+
+}  // namespace test_safetensors

@@ -11,6 +11,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_sharded_checkpoint {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -178,3 +180,5 @@ TEST_CASE("an index that disagrees with its shards is refused naming the index, 
                                                     Catch::Contains(shard.filename().string()));
     }
 }
+
+}  // namespace test_sharded_checkpoint

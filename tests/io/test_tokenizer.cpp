@@ -15,6 +15,8 @@
 
 #include "detail/io/tokenizer.hpp"
 
+namespace test_tokenizer {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using Catch::Contains;
 namespace fs = std::filesystem;
@@ -458,3 +460,5 @@ TEST_CASE("a merge across a \"▁\" keeps the stretch whole: words are cut only 
     const Tokenizer cut = Tokenizer::from_json(no_cross, "cut.json");
     CHECK(cut.encode("a b a b") == std::vector<int>{2, 4, 1, 2, 4});  // "a", "▁b", "▁" ... cut before each "▁"
 }
+
+}  // namespace test_tokenizer

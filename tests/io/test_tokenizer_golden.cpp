@@ -16,6 +16,8 @@
 #include "skip_without.hpp"
 #include "helpers.hpp"
 
+namespace test_tokenizer_golden {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -235,3 +237,5 @@ TEST_CASE("Mistral's tokenizer encodes 6 MB of text in seconds and decodes it ba
     CHECK(tok.decode(ids) == corpus);  // the prepended "▁" is the space the decoder strips
     CHECK(seconds < 60.0);
 }
+
+}  // namespace test_tokenizer_golden

@@ -7,6 +7,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_vocab_compat {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -129,3 +131,5 @@ TEST_CASE("a prefix drafter padded to the target's vocabulary keeps the target's
     CAPTURE(r.statistic, r.dof);
     CHECK(r.statistic < test::chi_square_critical(r.dof));
 }
+
+}  // namespace test_vocab_compat

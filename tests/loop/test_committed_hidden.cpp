@@ -6,6 +6,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_committed_hidden {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -73,3 +75,5 @@ TEST_CASE("a drafter reads the target's hidden states of the whole committed tex
         CHECK(worst < 1e-5f);
     }
 }
+
+}  // namespace test_committed_hidden

@@ -10,6 +10,8 @@
 #include "helpers.hpp"
 #include "world.hpp"
 
+namespace test_context_limit {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -240,3 +242,5 @@ TEST_CASE("a drafter whose context cannot hold the request is refused up front, 
                           Catch::Contains("needs 71") && Catch::Contains("shorten the prompt"));
     }
 }
+
+}  // namespace test_context_limit

@@ -7,6 +7,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_generate {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -353,3 +355,5 @@ TEST_CASE("bad generation input is a specdec::error naming the value", "[generat
                           Catch::Contains("k_config[1] = 0"));
     }
 }
+
+}  // namespace test_generate

@@ -13,6 +13,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_lossless_sampling {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -340,3 +342,5 @@ TEST_CASE("drafters that read the target or pad a smaller vocabulary keep its la
         keeps_law(proposer);
     }
 }
+
+}  // namespace test_lossless_sampling

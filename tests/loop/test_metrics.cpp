@@ -2,6 +2,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_metrics {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 TEST_CASE("the expected speedup formula reproduces every E(Spd) cell of GLIDE's Table 1", "[metrics]") {
@@ -98,3 +100,5 @@ TEST_CASE("a repeated n-gram is found where n tokens recur, overlapping or not, 
     CHECK(has_repeated_ngram(twice, 1));
     CHECK_FALSE(has_repeated_ngram(twice, 2));
 }
+
+}  // namespace test_metrics

@@ -21,6 +21,8 @@
 #include "helpers.hpp"
 #include "world.hpp"
 
+namespace test_soak {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -275,3 +277,5 @@ TEST_CASE("soak: every composition, many random generations in a row, stays loss
     }
 #endif
 }
+
+}  // namespace test_soak

@@ -10,6 +10,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_attention_paths {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -220,3 +222,5 @@ TEST_CASE("decode steps over long caches (attention split over chunks of key row
         fast.commit(path);
     }
 }
+
+}  // namespace test_attention_paths

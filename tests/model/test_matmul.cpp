@@ -18,6 +18,8 @@
 #include "detail/model/row_ops.hpp"
 #include "detail/model/thread_pool.hpp"
 
+namespace test_matmul {  // a unity build compiles several test files as one
+
 namespace {
 
 using specdec::bf16;
@@ -577,3 +579,5 @@ TEST_CASE("panel_matmul handles empty products and rejects a negative n", "[matm
     specdec::panel_matmul(pool, y.data(), x.data(), empty_k, 2);
     CHECK(y == std::vector<float>(6, 0.0f));  // k = 0: y = 0
 }
+
+}  // namespace test_matmul

@@ -3,6 +3,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_model {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -298,3 +300,5 @@ TEST_CASE("sizes are checked in 64 bits before anything is allocated", "[model][
                                                             "gate|up rows) exceeds 2147483647"));
     }
 }
+
+}  // namespace test_model

@@ -6,6 +6,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_model_inputs {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -184,3 +186,5 @@ TEST_CASE("committed hidden states cover the whole committed text and move with 
         CHECK_THROWS_WITH(shared.add_hidden_layer(L + 1), Catch::Contains("add_hidden_layer: layer " + std::to_string(L + 1)));
     }
 }
+
+}  // namespace test_model_inputs

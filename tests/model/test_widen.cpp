@@ -10,6 +10,8 @@
 #include "source_dir.hpp"
 #include "helpers.hpp"
 
+namespace test_widen {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -575,3 +577,5 @@ TEST_CASE("widen: EAGLE's and FSPAD's drafters widened with their target draft t
     CHECK_THROWS_WITH(widen_feature(f, other, widened_config(other, shape), 4),
                       Catch::Contains("[specdec.eagle] the drafter was trained for a target with config hash"));
 }
+
+}  // namespace test_widen

@@ -7,6 +7,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_model_proposer {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -86,3 +88,5 @@ TEST_CASE("a pruning and reordering builder leaves the drafter's cache equal to 
         CHECK(max_abs_diff(draft.kv(l).v, fresh.kv(l).v) < 1e-5f);
     }
 }
+
+}  // namespace test_model_proposer

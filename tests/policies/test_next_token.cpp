@@ -2,6 +2,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_next_token {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -78,3 +80,5 @@ TEST_CASE("next_token refuses an empty text and an invalid sampling, naming them
                       Catch::Contains("temperature"));
     CHECK_THROWS_WITH(prefill(t.model, std::vector<int>{1, 2}, 0), Catch::Contains("chunk"));
 }
+
+}  // namespace test_next_token

@@ -7,6 +7,8 @@
 #include "examples/prompt_lookup.hpp"
 #include "helpers.hpp"
 
+namespace test_policy_checks {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -110,3 +112,5 @@ TEST_CASE("a drafted token is refused by name when its law cannot be the one it 
     CHECK_THROWS_WITH(build({.token = 1, .q = {0.5f, 0.5f}}), Catch::Contains("law q of 2 entries"));
     CHECK_THROWS_WITH(build({.token = 7, .q = {}, .sampled = false}), Catch::Contains("token id 7"));
 }
+
+}  // namespace test_policy_checks

@@ -15,6 +15,8 @@
 #include "detail/train/host_device.hpp"
 #include "detail/train/optimizer.hpp"
 
+namespace test_device_llama {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 using test::relative_gap;
@@ -237,3 +239,5 @@ TEST_CASE("the device trainer refuses bad inputs by name", "[train][device]") {
     CHECK_THROWS_WITH(model.forward(ModelInput{.B = 1, .T = 3, .tokens = soft}), Catch::Matchers::Contains("input_embeddings"));
     CHECK_THROWS_WITH(model.hidden(0), Catch::Matchers::Contains("0 layers captured"));
 }
+
+}  // namespace test_device_llama

@@ -12,6 +12,8 @@
 #include "detail/train/layers.hpp"
 #include "detail/train/trainable_llama.hpp"
 
+namespace test_kernels {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 
@@ -261,3 +263,5 @@ TEST_CASE("a fast training step gives the same bits on one thread and on two", "
     CHECK(a.grads().layers[1].wq == b.grads().layers[1].wq);
     CHECK(a.grads().layers[0].attn_norm == b.grads().layers[0].attn_norm);
 }
+
+}  // namespace test_kernels

@@ -14,6 +14,8 @@
 #include "examples/device_trainers.hpp"
 #include "helpers.hpp"
 
+namespace test_lm_trainers {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 using namespace lm_training;
@@ -136,3 +138,5 @@ TEST_CASE("train_demo's device trainer for GLIDE takes the CPU trainer's steps b
     check_same_steps(cpu, device, batches, cfg);
     check_restore(device, resumed, batches[1], cfg);
 }
+
+}  // namespace test_lm_trainers

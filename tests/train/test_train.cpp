@@ -23,6 +23,8 @@
 #include "detail/train/layers.hpp"
 #include "detail/train/trainable_llama.hpp"
 
+namespace test_train {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 using test::randn;
@@ -839,3 +841,5 @@ TEST_CASE("bad model inputs are errors naming the value", "[train][model]") {
     CHECK_THROWS_WITH(model.forward(ModelInput{.B = 1, .T = 4, .tokens = soft}), Catch::Contains("input_embeddings"));
     CHECK_THROWS_WITH(model.capture_hidden({7}), Catch::Contains("layer 7"));
 }
+
+}  // namespace test_train

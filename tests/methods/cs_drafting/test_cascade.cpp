@@ -4,6 +4,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_cascade {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -305,3 +307,5 @@ TEST_CASE("sampled output of every cascade shape follows the target's distributi
         check_law(m, top, ExpandedChain{.gamma = 4, .sizes = ExpansionSizes::fixed(7), .max_drafts = 32}, SampleAndMatch{}, s);
     }
 }
+
+}  // namespace test_cascade

@@ -9,6 +9,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_cascade_analytics {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using Catch::Contains;
 using Catch::WithinAbs;
@@ -259,3 +261,5 @@ TEST_CASE("the analytics reject acceptance rates, counts and costs out of range"
     CHECK_THROWS_WITH(cs_ewif_horizontal(std::vector<double>{0.5, 2.0}, std::vector<double>{0.1, 0.1}),
                       Contains("alphas[1] = 2"));
 }
+
+}  // namespace test_cascade_analytics

@@ -10,6 +10,8 @@
 #include "catch.hpp"
 #include "detail/methods/cs_drafting/max_gram.hpp"
 
+namespace test_max_gram {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using Catch::Contains;
 namespace fs = std::filesystem;
@@ -185,3 +187,5 @@ TEST_CASE("a bigram table round-trips through its JSON file, and broken files na
     CHECK_THROWS_WITH(Bigram::load(dir / "absent.json", 5), Contains("absent.json") && Contains("cannot open"));
     fs::remove_all(dir);
 }
+
+}  // namespace test_max_gram

@@ -12,6 +12,8 @@
 #include "detail/methods/eagle_fspad/device_feature_drafter.hpp"
 #include "detail/train/host_device.hpp"
 
+namespace test_device_feature_drafter {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 using test::relative_gap;
@@ -126,3 +128,5 @@ TEST_CASE("three AdamW steps of the device feature drafter land where the CPU tr
     CHECK(a.weights.lm_head == b.weights.lm_head);  // frozen
     CHECK(a.target_hash == b.target_hash);
 }
+
+}  // namespace test_device_feature_drafter

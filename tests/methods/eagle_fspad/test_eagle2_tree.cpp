@@ -11,6 +11,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_eagle2_tree {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using test::MarkovDrafter;
 
@@ -316,3 +318,5 @@ TEST_CASE("at T > 0 the EAGLE-2 tree goes with SampleAndMatch, and multi-draft s
                       Catch::Contains("[specdec.acceptor] MultiDraftSampling needs children sampled") &&
                           Catch::Contains("use SampleAndMatch"));
 }
+
+}  // namespace test_eagle2_tree

@@ -16,6 +16,8 @@
 #include "skip_without.hpp"
 #include "helpers.hpp"
 
+namespace test_eagle_golden {  // a unity build compiles several test files as one
+
 using namespace specdec;
 namespace fs = std::filesystem;
 
@@ -112,3 +114,5 @@ TEST_CASE("specdec and a PyTorch reference forward give the same EAGLE-layout lo
     compare(logits, golden.at("logits").as_array(), V);
     compare(hidden, golden.at("hidden").as_array(), D);
 }
+
+}  // namespace test_eagle_golden

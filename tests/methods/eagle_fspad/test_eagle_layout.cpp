@@ -14,6 +14,8 @@
 #include "gradient_check.hpp"
 #include "helpers.hpp"
 
+namespace test_eagle_layout {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 namespace fs = std::filesystem;
@@ -414,3 +416,5 @@ TEST_CASE("T = 1 over EAGLE-2's tree of EAGLE-layout drafts keeps the target's l
     CHECK(r.lossless());
     CHECK(r.powered());
 }
+
+}  // namespace test_eagle_layout

@@ -10,6 +10,8 @@
 #include "gradient_check.hpp"
 #include "helpers.hpp"
 
+namespace test_feature_drafter {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 
@@ -357,3 +359,5 @@ TEST_CASE("T = 1 with SampleAndMatch over an EAGLE-2 tree of feature drafts foll
     CAPTURE(r.statistic, r.dof);
     CHECK(r.statistic < test::chi_square_critical(r.dof));
 }
+
+}  // namespace test_feature_drafter

@@ -12,6 +12,8 @@
 #include "detail/methods/edd_pct/device_edd.hpp"
 #include "detail/train/host_device.hpp"
 
+namespace test_device_edd {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 using test::relative_gap;
@@ -56,3 +58,5 @@ TEST_CASE("the device EDD drafter, run on the host, has edd_forward_loss's loss 
         ++i;
     });
 }
+
+}  // namespace test_device_edd

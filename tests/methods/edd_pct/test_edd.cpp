@@ -10,6 +10,8 @@
 #include "gradient_check.hpp"
 #include "helpers.hpp"
 
+namespace test_edd {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 
@@ -301,3 +303,5 @@ TEST_CASE("EDD counts every drafter forward, the catch-up of the target's states
     CHECK(drafter.n_forwards() == proposer.n_calls());
     CHECK(proposer.usage()[0].calls == drafter.n_forwards());
 }
+
+}  // namespace test_edd

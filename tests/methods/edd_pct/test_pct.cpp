@@ -8,6 +8,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_pct {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -191,3 +193,5 @@ TEST_CASE("forward costs are measured on the machine at hand and leave both mode
     CHECK_THROWS_WITH(measure_forward_costs(target, draft, CostProbe{.context = 128}),
                       Catch::Contains("CostProbe: context 128 + 1 nodes exceeds the target's context of 128 tokens"));
 }
+
+}  // namespace test_pct

@@ -7,6 +7,8 @@
 #include "detail/core/tree_mask.hpp"
 #include "helpers.hpp"
 
+namespace test_cape {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -166,3 +168,5 @@ TEST_CASE("greedy decoding with a CAPE tree equals plain greedy decoding", "[cap
     CHECK(g.tokens == autoregressive_generate(target, prompt, opts).tokens);
     CHECK(through_expansion > 0);  // the expansions were used, so the equality is not the chain's alone
 }
+
+}  // namespace test_cape

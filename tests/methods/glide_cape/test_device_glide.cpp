@@ -13,6 +13,8 @@
 #include "detail/methods/glide_cape/device_glide.hpp"
 #include "detail/train/host_device.hpp"
 
+namespace test_device_glide {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 using test::relative_gap;
@@ -205,3 +207,5 @@ TEST_CASE("a batch that does not fit the device GLIDE drafter is TrainableGlide'
     // A good batch still runs after the errors.
     CHECK(std::isfinite(d.cross_entropy(good.targets)));
 }
+
+}  // namespace test_device_glide

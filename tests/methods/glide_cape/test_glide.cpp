@@ -9,6 +9,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_glide {  // a unity build compiles several test files as one
+
 using namespace specdec;
 using namespace specdec::train;
 namespace fs = std::filesystem;
@@ -468,3 +470,5 @@ TEST_CASE("a drafter that does not fit its target, or a broken checkpoint, is an
         CHECK_THROWS_WITH(load_glide_checkpoint(dir), Catch::Contains("missing field 'glide_cross_attention'"));
     }
 }
+
+}  // namespace test_glide

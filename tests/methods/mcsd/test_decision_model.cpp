@@ -3,6 +3,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_decision_model {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 TEST_CASE("drafting stops only when every candidate's predicted acceptance is below 0.4", "[mcsd][decision]") {
@@ -58,3 +60,5 @@ TEST_CASE("training a decision model of either type lowers its loss on logged dr
     const Generation g = speculative_generate(target, proposer, fork, verifier, acceptor, prompt, opts);
     CHECK(g.tokens == autoregressive_generate(target, prompt, opts).tokens);
 }
+
+}  // namespace test_decision_model

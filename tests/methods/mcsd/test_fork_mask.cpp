@@ -3,6 +3,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_fork_mask {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 TEST_CASE("the upper-left slice of the fork mask equals a freshly built mask for each depth", "[mcsd][mask]") {
@@ -79,3 +81,5 @@ TEST_CASE("the dynamic fork draws W chains in depth-major order and decodes loss
     const Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
     CHECK(g.tokens == autoregressive_generate(target, prompt, opts).tokens);
 }
+
+}  // namespace test_fork_mask

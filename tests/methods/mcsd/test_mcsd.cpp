@@ -8,6 +8,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_mcsd {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -354,3 +356,5 @@ TEST_CASE("the seeded fork is exact with one seed and detectably lossy with two 
     CHECK(one.statistic < test::chi_square_critical(one.dof));
     CHECK(two.statistic > test::chi_square_critical(two.dof));
 }
+
+}  // namespace test_mcsd

@@ -10,6 +10,8 @@
 #include "catch.hpp"
 #include "helpers.hpp"
 
+namespace test_target_initialised_drafters {  // a unity build compiles several test files as one
+
 using namespace specdec;
 
 namespace {
@@ -186,3 +188,5 @@ TEST_CASE("target-initialised MCSD runs every drafter kind that scores nodes", "
         }
     }
 }
+
+}  // namespace test_target_initialised_drafters
