@@ -123,6 +123,7 @@
 #include "detail/io/tokenizer.hpp"                    // defines: Tokenizer (byte-level and SentencePiece-style BPE, HF tokenizer.json)
 #include "detail/io/vocab_compat.hpp"                 // defines: check_vocab_compatible, VocabCompatibility (drafter vs target vocabularies)
 #include "detail/io/llama2c.hpp"                      // defines: load_llama2c, save_llama2c, Llama2cTokenizer (llama2.c .bin files)
+#include "detail/io/sentencepiece.hpp"                // defines: load_sentencepiece_model (SentencePiece's tokenizer.model, BPE)
 #include "detail/io/gguf.hpp"                         // defines: load_gguf, save_gguf, read_gguf_header, GgufFile, GgufTokenizer (llama.cpp .gguf files)
 #include "detail/io/train_state.hpp"                  // defines: save_train_state, load_train_state (resumable training)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Fuzzes every reader of bytes in specdec (JSON, safetensors, model folders, tokenizer.json and its NFC, GLIDE and EDD
-# drafter folders, the benchmark's methods.json, token files, prompts.jsonl, llama2.c model and tokenizer
-# files, GGUF files) with libFuzzer under ASan and UBSan: the harnesses are tests/fuzz/fuzz_<name>.cpp, the seeds tests/fuzz/seeds/<name>/.
+# Fuzzes every reader of bytes in specdec (JSON, safetensors, model folders, tokenizer.json and its NFC,
+# GLIDE and EDD drafter folders, the benchmark's methods.json, token files, prompts.jsonl, llama2.c model
+# and tokenizer files, GGUF files, SentencePiece's tokenizer.model) with libFuzzer under ASan and UBSan:
+# the harnesses are tests/fuzz/fuzz_<name>.cpp, the seeds tests/fuzz/seeds/<name>/.
 #
 #     bash scripts/fuzz.sh [seconds per harness, default 20] [harness ...]
 #
@@ -22,8 +23,10 @@ shift $(( $# > 0 ? 1 : 0 ))
 declare -A max_len=(
     [json]=16384 [safetensors]=8192 [checkpoint]=16384 [checkpoint_index]=16384 [glide_checkpoint]=16384 [edd_checkpoint]=16384
     [tokenizer]=131072 [bench_config]=8192 [token_file]=4096 [prompts]=32768 [llama2c]=16384 [gguf]=65536 [nfc]=4096
+    [sentencepiece]=16384
 )
-all=(json safetensors checkpoint checkpoint_index glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts llama2c gguf nfc)
+all=(json safetensors checkpoint checkpoint_index glide_checkpoint edd_checkpoint tokenizer bench_config token_file prompts llama2c gguf nfc
+     sentencepiece)
 harnesses=("$@")
 (( ${#harnesses[@]} > 0 )) || harnesses=("${all[@]}")
 for h in "${harnesses[@]}"; do

@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 jobs=$(nproc)
+start=$SECONDS
+stage() { echo "== $1 ($((SECONDS - start)) s in)"; }
 
 # ccache where installed: paths are hashed relative to this checkout, so a fresh clone in another folder
 # rebuilds only what changed since a build of the same sources (llama.cpp's build uses ccache the same way).
@@ -17,16 +19,16 @@ if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
 
-echo "== a plain configure, as scripts/demo.sh does (no architectures given)"
+stage "a plain configure, as scripts/demo.sh does (no architectures given)"
 cmake -S . -B build/plain -DCMAKE_BUILD_TYPE=Release >/dev/null
 
-echo "== Release build + tests"
+stage "Release build + tests"
 # Where nvcc is found the CUDA tests and benchmark are compiled too; for sm_90 only here (a compile
 # check: each architecture doubles nvcc's time), while scripts/gpu_check.sh builds for the GPU at hand.
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 "${launcher[@]}"
 cmake --build build/release -j "$jobs"
 
-echo "== find_package(specdec) from an installed copy"
+stage "find_package(specdec) from an installed copy"
 rm -rf build/install build/consumer
 cmake --install build/release --prefix build/install >/dev/null
 cmake -S tests/consumer -B build/consumer -DCMAKE_PREFIX_PATH="$PWD/build/install" >/dev/null
@@ -35,7 +37,7 @@ cmake --build build/consumer -j "$jobs" >/dev/null
 ./build/consumer/consumer_compiled
 ./build/consumer/check_acceptor
 
-echo "== ASan + UBSan build + tests"
+stage "ASan + UBSan build + tests"
 # -O1 -g1 (line tables: stack traces keep file and line): a test file took 77 s to compile at -O2 -g
 # under the sanitizers and 26 s at -O1 -g1, while the suite runs 71 s instead of 51 s.
 cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
@@ -43,8 +45,9 @@ cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RE
 cmake --build build/asan -j "$jobs"
 ctest --test-dir build/asan --output-on-failure -j "$jobs"
 
-echo "== Release tests"
+stage "Release tests"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 
-echo "== Fuzzers (15 s each)"
+stage "Fuzzers (15 s each, $jobs at a time)"
 bash scripts/fuzz.sh 15
+stage "all passed"

@@ -1118,6 +1118,7 @@ SPECDEC_INLINE std::optional<GgufTokenizer> GgufTokenizer::from_gguf(const GgufF
                 bad("tokenizer.ggml.tokens", "holds '" + tokens->strings[static_cast<std::size_t>(b + 3)] + "' at id " + std::to_string(b + 3) +
                                                  ": specdec needs the byte tokens <0x00>..<0xFF> at ids 3..258");
         t.spm_ = Llama2cTokenizer::from_vocab(std::move(spelled), std::move(s));
+        t.spm_->set_sentencepiece_spaces(true);  // llama.cpp escapes spaces as "▁" first, as SentencePiece
         t.bos_ = id("tokenizer.ggml.bos_token_id", 1);
         t.eos_ = id("tokenizer.ggml.eos_token_id", 2);
         t.add_bos_ = flag("tokenizer.ggml.add_bos_token", true);

@@ -101,6 +101,12 @@ public:
     /// run.c's decode(prev, token): what `token` prints after `prev` (-1: no previous token).
     std::string piece(int prev, int token) const;
 
+    /// SentencePiece and llama.cpp escape the text's spaces as "▁" (U+2581) before they encode, so a "▁"
+    /// in the text is a space there; run.c looks it up as a character (its bytes, in Llama's vocabulary).
+    /// On: SentencePiece's way (a tokenizer.model, a GGUF's "llama" vocabulary). Off (tokenizer.bin): run.c's.
+    void set_sentencepiece_spaces(bool on) { sentencepiece_spaces_ = on; }
+    bool sentencepiece_spaces() const { return sentencepiece_spaces_; }
+
     int vocab_size() const { return static_cast<int>(tokens_.size()); }
     int max_token_length() const { return max_token_length_; }
     const std::string& token(int id) const;
@@ -114,6 +120,7 @@ private:
     std::vector<float> scores_;                  // (V) merge priority: the higher, the earlier
     std::unordered_map<std::string, int> ids_;   // token -> lowest id spelling it
     int max_token_length_ = 0;
+    bool sentencepiece_spaces_ = false;
 };
 
 namespace detail {
@@ -534,6 +541,13 @@ SPECDEC_INLINE std::vector<int> Llama2cTokenizer::encode(std::string_view text, 
                    std::to_string(vocab_size());
         });
     };
+    std::string escaped;
+    if (sentencepiece_spaces_ && text.find("\xE2\x96\x81") != std::string_view::npos) {
+        escaped = text;
+        for (std::size_t at = escaped.find("\xE2\x96\x81"); at != std::string::npos; at = escaped.find("\xE2\x96\x81", at + 1))
+            escaped.replace(at, 3, " ");
+        text = escaped;
+    }
     std::vector<int> ids;  // the tokens before merging
     if (!text.empty()) {  // SentencePiece's add_dummy_prefix, as run.c does it
         const auto space = ids_.find(" ");

@@ -24,7 +24,7 @@ namespace specdec::cli {
 inline const std::vector<Flag>& convert_flags() {
     static const std::vector<Flag> flags{
         {"dtype", "f32|bf16|f16|q8_0", "weights of the output (default f32; a llama2.c .bin is always f32; f16 and q8_0: GGUF only)"},
-        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json in the folder, tokenizer.bin beside a .bin, the GGUF's own)"},
+        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json, else tokenizer.model, in the folder; tokenizer.bin beside a .bin; the GGUF's own)"},
         {"force", "", "overwrite OUT if it exists"},
         {"to", "eagle", "IN is a feature drafter folder; write OUT as EAGLE-1/2's drafter folder for a serving engine"},
         {"engine", "sglang|vllm", "with --to eagle: whose loader OUT is written for (default sglang)"},

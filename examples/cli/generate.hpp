@@ -45,7 +45,7 @@ inline const std::vector<Flag>& generate_flags() {
         {"k-config", "LIST", "tree: children per node at each depth (default 2,2,1)"},
         {"draw", "HOW", "tree: topk (default) | with_replacement | without_replacement"},
         {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json beside the drafter's folder)"},
-        {"tokenizer", "PATH", "the target's tokenizer (default: tokenizer.json in its folder, tokenizer.bin beside a .bin)"},
+        {"tokenizer", "PATH", "the target's tokenizer (default: tokenizer.json, else tokenizer.model, in its folder; tokenizer.bin beside a .bin)"},
         {"draft-tokenizer", "PATH", "the drafter's tokenizer, if it is not in the usual place"},
         {"target-scale", "SIZE", "110m | 1b | 7b: the target (an HF folder) widened to that cost, bf16, same outputs; drafters "
                                  "that read its internals widened with it (docs/widening.md)"},
@@ -209,14 +209,8 @@ inline int run_generate(const Args& args) {
     // The models only run here: their matrices are packed from the mapped files, no float32 copy.
     const LoadOptions in_place{.defer_matrices = true};
     LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{}, in_place);
-    detail::require(target.vocab.present(), "cli", [&] {
-        const bool spm = fs::is_directory(target_path) && fs::exists(target_path / "tokenizer.model");
-        return target_path.string() + ": no tokenizer found beside the model" +
-               (spm ? std::string(" (its tokenizer.model, SentencePiece's protobuf, is not read here: HF's "
-                                  "tokenizers library writes the same tokenizer as tokenizer.json)")
-                    : std::string()) +
-               "; give one with --tokenizer PATH";
-    });
+    detail::require(target.vocab.present(), "cli",
+                    [&] { return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH"; });
     {  // another model's tokenizer decodes the model's ids into another text, silently: compare the sizes
         const int n_tok = target.vocab.size(), n_model = target.checkpoint.config.vocab_size;
         const std::string tok_name = target.tokenizer_path.empty() ? "the tokenizer in " + target_path.string()

@@ -23,7 +23,7 @@ namespace specdec::cli {
 
 inline const std::vector<Flag>& inspect_flags() {
     static const std::vector<Flag> flags{
-        {"tokenizer", "PATH", "the tokenizer file (default: tokenizer.json in the folder, tokenizer.bin beside a .bin, the GGUF's own)"},
+        {"tokenizer", "PATH", "the tokenizer file (default: tokenizer.json, else tokenizer.model, in the folder; tokenizer.bin beside a .bin; the GGUF's own)"},
     };
     return flags;
 }

@@ -5,8 +5,8 @@
 // Every subcommand reaches model files through the three functions here, so a format is added in one
 // place: format_of (the path's kind), load_model (path -> Config, Weights and tokenizer) and save_model.
 // The formats:
-//   an HF folder   config.json + model.safetensors (+ tokenizer.json; a tokenizer.bin there is read
-//                  when there is no tokenizer.json, as `convert` leaves one beside a llama2.c model)
+//   an HF folder   config.json + model.safetensors (+ tokenizer.json; without one, SentencePiece's
+//                  tokenizer.model or a tokenizer.bin, as `convert` leaves one beside a llama2.c model)
 //   a llama2.c .bin (load_llama2c); its tokenizer is tokenizer.bin beside it unless --tokenizer says
 //   a .gguf        load_gguf / save_gguf: config, weights (dequantized) and tokenizer in one file; as an
 //                  HF folder its tokenizer is written as tokenizer.json ("gpt2") or tokenizer.bin ("llama")
@@ -60,6 +60,7 @@ inline fs::path default_tokenizer(const fs::path& model, ModelFormat format) {
     switch (format) {
         case ModelFormat::kHfFolder:
             if (fs::exists(model / "tokenizer.json")) return model / "tokenizer.json";
+            if (fs::exists(model / "tokenizer.model")) return model / "tokenizer.model";
             if (fs::exists(model / "tokenizer.bin")) return model / "tokenizer.bin";
             return {};
         case ModelFormat::kLlama2c: {
@@ -71,11 +72,14 @@ inline fs::path default_tokenizer(const fs::path& model, ModelFormat format) {
     return {};
 }
 
-/// Reads a tokenizer by its file name: tokenizer.json (HF) or a llama2.c tokenizer.bin.
+/// Reads a tokenizer by its file name: tokenizer.json (HF), SentencePiece's tokenizer.model or a llama2.c
+/// tokenizer.bin.
 inline Vocab load_vocab(const fs::path& path) {
     if (path.extension() == ".json") return Vocab(Tokenizer::load(path));
+    if (path.extension() == ".model") return Vocab(load_sentencepiece_model(path), Vocab::kSentencePieceModel);
     if (path.extension() == ".bin") return Vocab(Llama2cTokenizer::load(path));
-    detail::fail("cli", path.string() + ": not a tokenizer: expected tokenizer.json (HF) or a llama2.c tokenizer.bin");
+    detail::fail("cli", path.string() + ": not a tokenizer: expected tokenizer.json (HF), SentencePiece's "
+                                        "tokenizer.model or a llama2.c tokenizer.bin");
 }
 
 /// Loads a model of any format with its tokenizer (`tokenizer` overrides the default file; empty = default).

@@ -3,10 +3,10 @@
 #pragma once
 
 // An HF folder's tokenizer.json (Tokenizer: byte-level BPE or SentencePiece-style BPE) and llama2.c's
-// tokenizer.bin (Llama2cTokenizer) are two classes with different algorithms; the command needs only
-// to encode a prompt, spell each generated token as bytes for streaming, name the kind, and compare
-// two vocabularies. A model may come without a tokenizer (an HF folder without tokenizer.json): then
-// generate refuses it and inspect says so.
+// tokenizer.bin or SentencePiece's tokenizer.model (Llama2cTokenizer) are two classes with different
+// algorithms; the command needs only to encode a prompt, spell each generated token as bytes for
+// streaming, name the kind, and compare two vocabularies. A model may come without a tokenizer (an HF
+// folder with none of those files): then generate refuses it and inspect says so.
 
 #include <filesystem>
 #include <optional>
@@ -25,7 +25,9 @@ class Vocab {
 public:
     Vocab() = default;  // no tokenizer
     explicit Vocab(Tokenizer t) : hf_(std::move(t)) {}
-    explicit Vocab(Llama2cTokenizer t) : l2c_(std::move(t)) {}
+    /// Where a SentencePiece-style vocabulary with scores came from.
+    enum Source { kLlama2c, kSentencePieceModel };
+    explicit Vocab(Llama2cTokenizer t, Source from = kLlama2c) : l2c_(std::move(t)), from_model_(from == kSentencePieceModel) {}
     /// A GGUF file's tokenizer is one of the two: "gpt2" a Tokenizer, "llama" a Llama2cTokenizer.
     explicit Vocab(const GgufTokenizer& t) : in_gguf_(true) {
         if (t.bpe()) hf_ = *t.bpe();
@@ -46,6 +48,7 @@ public:
         if (in_gguf_ && l2c_) return "SentencePiece-style BPE with byte fallback (GGUF tokenizer.ggml.model \"llama\")";
         if (hf_) return hf_->kind() == TokenizerKind::kByteLevel ? "byte-level BPE (tokenizer.json)"
                                                                  : "SentencePiece-style BPE with byte fallback (tokenizer.json)";
+        if (l2c_ && from_model_) return "SentencePiece BPE with byte fallback (tokenizer.model)";
         if (l2c_) return "SentencePiece-style BPE with byte fallback (llama2.c tokenizer.bin)";
         return "none";
     }
@@ -123,6 +126,7 @@ private:
     std::optional<Tokenizer> hf_;
     std::optional<Llama2cTokenizer> l2c_;
     bool in_gguf_ = false;
+    bool from_model_ = false;  // l2c_ read from SentencePiece's tokenizer.model
 };
 
 }  // namespace specdec::cli

@@ -146,8 +146,14 @@ TEST_CASE("a registered method that cannot run is refused by name", "[bench][har
 }
 
 TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossless column at T > 0", "[bench][harness]") {
+#if defined(__SANITIZE_ADDRESS__)
+    // The exact law of two tokens takes a forward of the 14M target per first token: 80 s under the
+    // sanitizers, for wiring checked in the Release run (check_lossless runs under them in tests/loop).
+    SUCCEED("not run under the sanitizers");
+    return;
+#endif
     const TempDir dir;
-    REQUIRE(run_bench(two_methods(), dir.path, {"--temperatures", "1", "--check-lossless", "12"}) == 0);
+    REQUIRE(run_bench(two_methods(), dir.path, {"--temperatures", "1", "--check-lossless", "30"}) == 0);
     const std::string csv = read_all(dir.path / "table.csv");
     const std::string html = read_all(dir.path / "report.html");
     // The method claiming losslessness was checked; the lossy one was not (it claims nothing to check).
@@ -155,7 +161,7 @@ TEST_CASE("the flag --check-lossless puts check_lossless verdicts in the lossles
     const std::size_t at = csv.find(ran);
     REQUIRE(at != std::string::npos);
     CHECK(csv.find(ran, at + 1) == std::string::npos);
-    CHECK(csv.find("first two tokens of prompt 1 over 12 runs", at) != std::string::npos);
+    CHECK(csv.find("first two tokens of prompt 1 over 30 runs", at) != std::string::npos);
     CHECK(csv.find("planted lossy control", at) != std::string::npos);
     CHECK(csv.find("NOT LOSSLESS", at) == std::string::npos);  // sample-and-match is lossless: not flagged
     CHECK(csv.find("not checked in this run (" + std::string(kOwnAcceptor)) == std::string::npos);

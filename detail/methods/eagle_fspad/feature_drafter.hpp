@@ -35,8 +35,8 @@
 //
 // The checkpoint is an HF-style folder: the layer's LlamaConfig (one layer) with model_type "eagle"
 // (FC, no PAD) or "fspad" (any other combination), architectures ["EagleDrafter"] / ["FspadDrafter"],
-// "connector" ("fc" or "feature_sampler"), "sampler_intermediate_size", and
-// "target_config_hash" (fnv1a of the target's shape: a drafter for another target is refused);
+// "connector" ("fc" or "feature_sampler"), "sampler_intermediate_size", and "target_config_hash"
+// (fnv1a of the target's shape and RoPE scaling: a drafter for another target is refused);
 // model.safetensors holds the layer, the final norm, the target's embedding/head copies and the
 // connector under "fc.weight" (and "fc.bias" where it has one) or "sampler.{gate,up,down}_proj.weight";
 // "layout": "eagle" marks a layer without its end norms (absent: the layer with both).
@@ -414,10 +414,26 @@ SPECDEC_INLINE std::string target_config_hash(const Config& c) {
                   c.intermediate_size, c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.vocab_size,
                   static_cast<double>(c.rope_theta), static_cast<double>(c.rms_norm_eps), c.max_position_embeddings,
                   c.tie_word_embeddings ? 1 : 0);
-    // A Qwen block is named only where present, so every Llama target keeps the hash it had.
+    // A Qwen block, an explicit head size and a RoPE scaling are named only where present, so every target
+    // without them keeps the hash it had. The scaling changes every position's features: a drafter trained
+    // on a target's features under one scaling has not seen them under another.
     std::string key = text;
     if (c.qkv_bias) key += " qkv_bias";
     if (c.qk_norm) key += " qk_norm";
+    if (c.attention_head_dim != 0 && c.attention_head_dim * c.num_attention_heads != c.hidden_size)
+        key += " hd" + std::to_string(c.attention_head_dim);
+    if (const RopeScaling& r = c.rope_scaling; r.type != RopeScalingType::kNone) {
+        std::snprintf(text, sizeof text, " rope%d f%.6g lo%.6g hi%.6g orig%d bf%.6g bs%.6g af%.6g tr%d", static_cast<int>(r.type),
+                      static_cast<double>(r.factor), static_cast<double>(r.low_freq_factor),
+                      static_cast<double>(r.high_freq_factor), r.original_max_position_embeddings,
+                      static_cast<double>(r.beta_fast), static_cast<double>(r.beta_slow),
+                      static_cast<double>(r.attention_factor), r.truncate ? 1 : 0);
+        key += text;
+        for (const float f : r.factors) {
+            std::snprintf(text, sizeof text, " %.6g", static_cast<double>(f));
+            key += text;
+        }
+    }
     std::uint64_t h = 1469598103934665603ull;
     for (const char ch : key) h = (h ^ static_cast<unsigned char>(ch)) * 1099511628211ull;
     char hex[17];

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "catch.hpp"
 #include "gradient_check.hpp"
@@ -256,6 +257,27 @@ TEST_CASE("bad input to the feature drafter is refused, naming the values", "[ea
         CpuModel target(deeper, random_weights(deeper, 1));
         FeatureDrafter d(ck);
         CHECK_THROWS_WITH(FeatureProposer(target, d), Catch::Contains("config hash"));
+    }
+    SECTION("a drafter trained for the same shape under another RoPE scaling") {
+        Config scaled = tc;
+        scaled.rope_scaling = {.type = RopeScalingType::kLinear, .factor = 2.0f};
+        CHECK_THROWS_WITH(check_feature_pair(ck, scaled), Catch::Contains("config hash"));
+        Config yarn = tc;
+        yarn.rope_scaling = {.type = RopeScalingType::kYarn, .factor = 2.0f, .original_max_position_embeddings = 64};
+        Config yarn_other = yarn;
+        yarn_other.rope_scaling.beta_fast = 16.0f;
+        Config table = tc;
+        table.rope_scaling = {.type = RopeScalingType::kFactors, .factors = std::vector<float>(tc.head_dim() / 2, 1.0f)};
+        Config table_other = table;
+        table_other.rope_scaling.factors.back() = 2.0f;
+        const std::vector<std::string> hashes{target_config_hash(tc), target_config_hash(scaled), target_config_hash(yarn),
+                                              target_config_hash(yarn_other), target_config_hash(table),
+                                              target_config_hash(table_other)};
+        CHECK(std::set<std::string>(hashes.begin(), hashes.end()).size() == hashes.size());
+        Config unscaled = tc;  // the scaling's fields are read only where a scaling is set
+        unscaled.rope_scaling.factor = 3.0f;
+        unscaled.attention_head_dim = tc.hidden_size / tc.num_attention_heads;  // explicit, the default's value
+        CHECK(target_config_hash(unscaled) == ck.target_hash);
     }
     SECTION("EAGLE-2's tree: top-k above the vocabulary, fewer than one token") {
         CpuModel target(tc, tw);
