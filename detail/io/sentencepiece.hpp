@@ -201,9 +201,7 @@ SPECDEC_INLINE Llama2cTokenizer load_sentencepiece_model(const std::filesystem::
     if (types[0] != kUnknown || types[1] != kControl || types[2] != kControl)
         bad("pieces 0, 1, 2 have types " + std::to_string(types[0]) + ", " + std::to_string(types[1]) + ", " +
             std::to_string(types[2]) + "; <unk> (2), <s> and </s> (3) expected");
-    for (std::string& p : pieces)  // Llama2cTokenizer spells "▁" as " "
-        for (std::size_t at = p.find("\xE2\x96\x81"); at != std::string::npos; at = p.find("\xE2\x96\x81", at + 1))
-            p.replace(at, 3, " ");
+    for (std::string& p : pieces) p = detail::spm_spaces_as_blanks(p);  // Llama2cTokenizer spells "▁" as " "
     Llama2cTokenizer t = Llama2cTokenizer::from_vocab(std::move(pieces), std::move(scores));
     t.set_sentencepiece_spaces(true);
     return t;
