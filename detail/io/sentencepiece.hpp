@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -151,7 +152,9 @@ SPECDEC_INLINE Llama2cTokenizer load_sentencepiece_model(const std::filesystem::
             model.expect(wire, 2, field == 2 ? "trainer_spec" : "normalizer_spec");
             detail::ProtoReader spec(model.bytes("a spec"), name + (field == 2 ? " trainer_spec" : " normalizer_spec"));
             while (!spec.done()) {
-                const auto [f, w] = spec.key();
+                const std::pair<std::uint32_t, int> key = spec.key();
+                const std::uint32_t f = key.first;
+                const int w = key.second;  // not a structured binding: a lambda captures it (Clang 14)
                 const auto number = [&](const char* what) {
                     spec.expect(w, 0, what);
                     return static_cast<std::int64_t>(spec.varint(what));  // int32 -1 is ten bytes of two's complement
