@@ -37,7 +37,8 @@ cxx=${CXX:-clang++}
 command -v "$cxx" >/dev/null || { echo "$cxx not found: the fuzzers need clang++ with libFuzzer" >&2; exit 2; }
 launcher=()
 command -v ccache >/dev/null && launcher=(ccache)
-flags=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I.)
+# Line tables only (file and line in a crash's stack): the bodies compiled in 115 s so, 161 s with -g.
+flags=(-std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -I.)
 
 out=build/fuzz
 mkdir -p "$out"
