@@ -175,11 +175,10 @@ private:
             return "glide_target_rope_theta is " + std::to_string(cfg_.glide_target_rope_theta) +
                    ", but the target has rope_theta " + std::to_string(tc.rope_theta);
         });
-        // The cross queries rotate with theta^(-2j/d_k) alone: a target whose keys carry scaled
-        // frequencies would be read at the wrong angles.
-        detail::require(tc.rope_scaling.type == RopeScalingType::kNone, "cuda.glide", [] {
-            return std::string("the target has rope_scaling (linear, llama3, yarn or a factor table); a GLIDE "
-                               "drafter's cross attention supports only an unscaled target RoPE");
+        // The cross queries turn by the scaling the drafter was trained with (GlideModel's check).
+        detail::require(detail::same_rope_scaling(tc.rope_scaling, cfg_.glide_target_rope_scaling), "cuda.glide", [&] {
+            return "glide_target_rope_scaling is " + detail::rope_scaling_string(cfg_.glide_target_rope_scaling) +
+                   ", but the target has rope_scaling " + detail::rope_scaling_string(tc.rope_scaling);
         });
     }
 
@@ -227,19 +226,14 @@ private:
             cross_q_ = DeviceBuffer<float>(rows * Hc * hdc);
             cross_att_ = DeviceBuffer<__nv_bfloat16>(rows * Hc * hdc);
             cross_cs_ = DeviceBuffer<float>(rows * hdc);
-            // The cross queries rotate like the target's keys: its head_dim and RoPE base.
-            cross_inv_freq_ = to_device<double>(inverse_frequencies(hdc, cfg_.glide_target_rope_theta));
+            // The cross queries rotate like the target's keys: its head_dim, RoPE base and scaling
+            // (YaRN's attention factor is refused, as CudaModel refuses a YaRN target).
+            detail::require_no_yarn(cfg_.cross_rope(), "cuda.glide", "CudaGlideModel's cross-attention");
+            cross_inv_freq_ = to_device<double>(rope_inverse_frequencies(cfg_.cross_rope()));
         }
         const std::size_t inputs = kHeadInts + 3 * rows + rows * mask_words_;
         inputs_ = DeviceBuffer<std::int32_t>(inputs);
         staging_ = PinnedBuffer<std::int32_t>(inputs);
-    }
-
-    /// theta^(-2j/hd) for j < hd/2, in double as CpuModel and GlideModel.
-    static std::vector<double> inverse_frequencies(int hd, float theta) {
-        std::vector<double> f(hd / 2);
-        for (int j = 0; j < hd / 2; ++j) f[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
-        return f;
     }
 
     // One upload per forward: StepParams | cross_rows | tokens (Nmax) | positions (Nmax) |

@@ -93,6 +93,10 @@ struct RopeRead {
 SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field);
 SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b);
 SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s);
+/// `s` as config.json's rope_scaling object (transformers 4.x spelling), null when unscaled; every
+/// parameter written, YaRN's attention factor as resolved. A table of factors has no such spelling:
+/// the caller refuses or writes it its own way.
+SPECDEC_INLINE json::Value rope_scaling_json(const RopeScaling& s);
 
 // The keys of config.json, each in one list: read by load_config; known to leave the forward unchanged;
 // or read by one of this library's drafter loaders beside load_config. Any other key is refused by name
@@ -122,7 +126,8 @@ inline constexpr std::string_view kConfigKeysInert[] = {
 inline constexpr std::string_view kQwenConfigKeys[] = {"use_sliding_window", "max_window_layers", "layer_types"};
 inline constexpr std::string_view kGlideConfigKeys[] = {"glide_cross_attention",  "glide_target_layers",
                                                         "glide_cross_heads",      "glide_cross_head_dim",
-                                                        "glide_target_kv_heads",  "glide_target_rope_theta"};
+                                                        "glide_target_kv_heads",  "glide_target_rope_theta",
+                                                        "glide_target_rope_scaling"};
 inline constexpr std::string_view kEddConfigKeys[] = {"edd_target_layer"};
 /// EAGLE's own key in the config.json of an EAGLE-layout drafter (model_type llama): whether fc has a
 /// bias (EAGLE's ea_model.py reads it); load_eagle_layout passes it to load_config.
@@ -332,6 +337,29 @@ SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b
     return a.type == RopeScalingType::kLinear ||
            (a.low_freq_factor == b.low_freq_factor && a.high_freq_factor == b.high_freq_factor &&
             a.original_max_position_embeddings == b.original_max_position_embeddings);
+}
+
+SPECDEC_INLINE json::Value rope_scaling_json(const RopeScaling& s) {
+    if (s.type == RopeScalingType::kNone) return json::Value(nullptr);
+    require(s.type != RopeScalingType::kFactors, "checkpoint", [&] {
+        return "rope_scaling_json: " + rope_scaling_string(s) + " has no rope_scaling spelling";
+    });
+    json::Object r;
+    r.set("rope_type", s.type == RopeScalingType::kLinear ? "linear" : s.type == RopeScalingType::kYarn ? "yarn" : "llama3");
+    r.set("factor", static_cast<double>(s.factor));
+    if (s.type == RopeScalingType::kYarn) {
+        r.set("original_max_position_embeddings", s.original_max_position_embeddings);
+        r.set("beta_fast", static_cast<double>(s.beta_fast));
+        r.set("beta_slow", static_cast<double>(s.beta_slow));
+        r.set("attention_factor", static_cast<double>(s.attention_factor));
+        r.set("truncate", s.truncate);
+    }
+    if (s.type == RopeScalingType::kLlama3) {
+        r.set("low_freq_factor", static_cast<double>(s.low_freq_factor));
+        r.set("high_freq_factor", static_cast<double>(s.high_freq_factor));
+        r.set("original_max_position_embeddings", s.original_max_position_embeddings);
+    }
+    return json::Value(std::move(r));
 }
 
 SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s) {
@@ -572,26 +600,7 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
                ", which config.json cannot hold (its rope_scaling names a rope_type and parameters); save the model "
                "with save_gguf, which writes the table as rope_freqs.weight";
     });
-    if (rs.type == RopeScalingType::kNone) {
-        o.set("rope_scaling", nullptr);
-    } else {
-        json::Object r;
-        r.set("rope_type", rs.type == RopeScalingType::kLinear ? "linear" : rs.type == RopeScalingType::kYarn ? "yarn" : "llama3");
-        r.set("factor", static_cast<double>(rs.factor));
-        if (rs.type == RopeScalingType::kYarn) {  // every parameter written, the attention factor as resolved
-            r.set("original_max_position_embeddings", rs.original_max_position_embeddings);
-            r.set("beta_fast", static_cast<double>(rs.beta_fast));
-            r.set("beta_slow", static_cast<double>(rs.beta_slow));
-            r.set("attention_factor", static_cast<double>(rs.attention_factor));
-            r.set("truncate", rs.truncate);
-        }
-        if (rs.type == RopeScalingType::kLlama3) {
-            r.set("low_freq_factor", static_cast<double>(rs.low_freq_factor));
-            r.set("high_freq_factor", static_cast<double>(rs.high_freq_factor));
-            r.set("original_max_position_embeddings", rs.original_max_position_embeddings);
-        }
-        o.set("rope_scaling", std::move(r));
-    }
+    o.set("rope_scaling", detail::rope_scaling_json(rs));
     o.set("torch_dtype", std::string(torch_dtype));
     std::ofstream out(path, std::ios::binary);
     detail::require(static_cast<bool>(out), "checkpoint", [&] { return path.string() + ": cannot write"; });

@@ -364,7 +364,7 @@ inline RopeTable rope_table(std::span<const int> positions, std::span<const doub
     return t;
 }
 
-/// The table for theta^(-2j/hd), no scaling (a GLIDE drafter's cross queries, which rotate as its target's keys).
+/// The table for theta^(-2j/hd), no scaling.
 inline RopeTable rope_table(std::span<const int> positions, int hd, float theta) {
     std::vector<double> inv_freq(static_cast<std::size_t>(hd / 2));
     for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);

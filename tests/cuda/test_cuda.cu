@@ -784,6 +784,28 @@ TEST_CASE("CudaGlideModel tree logits match GlideModel<CpuModel> holding the sam
     }
 }
 
+TEST_CASE("beside a Llama 3-scaled target, CudaGlideModel's cross queries turn as GlideModel's", "[cuda][glide]") {
+    Config tcfg = model_config(1);  // head_dim 64: the llama3 ramp stretches some pairs, keeps others
+    tcfg.rope_scaling = {.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 64};
+    const Weights tw = bf16_matrices(tcfg, random_weights(tcfg, 32, model_scale(tcfg)));
+    const GlideConfig gcfg = glide_for(tcfg, 2, true);
+    REQUIRE(gcfg.glide_target_rope_scaling.type == RopeScalingType::kLlama3);
+    const GlideWeights gw = bf16_matrices(gcfg, random_glide_weights(gcfg, 42, model_scale(tcfg)));
+    CpuModel cpu_target(tcfg, tw);
+    CudaContext ctx;
+    CudaModel gpu_target(tcfg, tw, ctx);
+    const std::vector<int> target_prefix = tokens_of(150, tcfg.vocab_size, 1);
+    detail::prefill(cpu_target, target_prefix);
+    detail::prefill(gpu_target, target_prefix);
+    GlideModel cpu(gcfg, gw, cpu_target);
+    CudaGlideModel gpu(gcfg, gw, gpu_target, ctx);
+    const std::vector<int> chain = tokens_of(40, tcfg.vocab_size, 5);
+    CHECK(normalized_error(chain_logits(gpu, chain), chain_logits(cpu, chain)) < kModel);
+    GlideConfig unscaled = gcfg;  // recorded without the scaling: refused by name
+    unscaled.glide_target_rope_scaling = {};
+    CHECK_THROWS_WITH(CudaGlideModel(unscaled, gw, gpu_target, ctx), Catch::Contains("glide_target_rope_scaling is no scaling"));
+}
+
 TEST_CASE("after CudaGlideModel commits a path, the next forward equals a fresh drafter decoding the accepted tokens",
           "[cuda][glide]") {
     const Config tcfg = model_config(1);

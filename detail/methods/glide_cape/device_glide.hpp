@@ -154,7 +154,8 @@ private:
         std::vector<int> positions(N);
         for (std::size_t i = 0; i < N; ++i) positions[i] = static_cast<int>(i % static_cast<std::size_t>(T));
         upload_rope(self_rope_, rope_table(positions, rope_inverse_frequencies(c), rope_attention_factor(c)));
-        if (cross) upload_rope(cross_rope_, rope_table(positions, cfg_.glide_cross_head_dim, cfg_.glide_target_rope_theta));
+        const Config cr = cfg_.cross_rope();  // the target's rotation, as its cached keys carry it
+        if (cross) upload_rope(cross_rope_, rope_table(positions, rope_inverse_frequencies(cr), rope_attention_factor(cr)));
         const std::vector<std::uint8_t> causal = causal_mask(T, T);
         self_mask_ = dev_->template alloc<std::uint8_t>(causal.size());
         dev_->upload(self_mask_.data(), causal.data(), causal.size());

@@ -62,9 +62,22 @@ struct GlideConfig {
     int glide_cross_head_dim = 2;              // d_k: the target's head_dim
     int glide_target_kv_heads = 1;             // the target's kv heads (query heads of a group share one)
     float glide_target_rope_theta = 10000.0f;  // the target's RoPE base: its cached keys carry it
+    RopeScaling glide_target_rope_scaling{};   // and its RoPE scaling (Llama 3's llama3, YaRN, a GGUF table)
 
     int cross_dim() const { return glide_cross_heads * glide_cross_head_dim; }  // fits an int once validate() passed
     int target_layer(int m) const { return glide_target_layers - draft.num_hidden_layers + m; }
+
+    /// The rotation the target's cached keys carry, as a one-head Config of head_dim d_k. The cross
+    /// queries take rope_inverse_frequencies and rope_attention_factor of it, so query and key turn by
+    /// the same angles and q.k depends on their distance alone, as in the target's own attention.
+    Config cross_rope() const {
+        Config r;
+        r.hidden_size = r.attention_head_dim = glide_cross_head_dim;
+        r.num_attention_heads = r.num_key_value_heads = 1;
+        r.rope_theta = glide_target_rope_theta;
+        r.rope_scaling = glide_target_rope_scaling;
+        return r;
+    }
 
     /// Throws naming the field and value when the shape cannot work.
     void validate() const {
@@ -92,6 +105,18 @@ struct GlideConfig {
         detail::require(std::isfinite(glide_target_rope_theta) && glide_target_rope_theta > 0.0f, "glide", [&] {
             return "glide_target_rope_theta must be > 0, got " + std::to_string(glide_target_rope_theta);
         });
+        const RopeScaling& rs = glide_target_rope_scaling;
+        try {
+            detail::validate_rope_scaling(rs);
+        } catch (const error& e) {
+            detail::fail("glide", std::string("glide_target_rope_scaling: ") + e.what());
+        }
+        detail::require(rs.type != RopeScalingType::kFactors || 2 * rs.factors.size() == static_cast<std::size_t>(glide_cross_head_dim),
+                        "glide", [&] {
+                            return "glide_target_rope_scaling holds " + std::to_string(rs.factors.size()) +
+                                   " factors; glide_cross_head_dim " + std::to_string(glide_cross_head_dim) + " needs " +
+                                   std::to_string(glide_cross_head_dim / 2);
+                        });
         // h x d_k in 64 bits: as an int product it wraps (16777217 x 256 = 256), and a checkpoint whose
         // tensors match the wrapped width would load under a config claiming 4.3 G dimensions.
         const std::int64_t cq = std::int64_t{glide_cross_heads} * glide_cross_head_dim;
@@ -119,7 +144,8 @@ inline GlideConfig glide_config_for(const Config& draft, const Config& target, b
                        .glide_cross_heads = target.num_attention_heads,
                        .glide_cross_head_dim = target.head_dim(),
                        .glide_target_kv_heads = target.num_key_value_heads,
-                       .glide_target_rope_theta = target.rope_theta};
+                       .glide_target_rope_theta = target.rope_theta,
+                       .glide_target_rope_scaling = target.rope_scaling};
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -232,6 +258,30 @@ inline GlideWeights random_glide_weights(const GlideConfig& c, std::uint64_t see
 // ---------------------------------------------------------------------------------------------------
 // Checkpoint: config.json (LlamaConfig + glide_* fields) and model.safetensors
 
+namespace detail {
+/// glide_target_rope_scaling: config.json's rope_scaling object, or {"rope_type": "factors", "factors":
+/// [...]} for a table of per-dimension factors (a GGUF target's rope_freqs.weight), which rope_scaling
+/// cannot spell.
+inline RopeScaling read_glide_rope_scaling(const json::Value& v, const std::string& file) {
+    const std::string field = "glide_target_rope_scaling";
+    const json::Value* type = v.is_object() ? v.find("rope_type") : nullptr;
+    if (type == nullptr || !type->is_string() || type->as_string() != "factors") return read_rope_object(v, file, field).scaling;
+    RopeScaling r{.type = RopeScalingType::kFactors};
+    for (const json::Member& m : v.as_object())
+        require(m.key == "rope_type" || m.key == "factors", "glide", [&] {
+            return file + ": field '" + field + "." + m.key + "' is not read for rope_type 'factors' (refused, not ignored)";
+        });
+    const json::Value* factors = v.find("factors");
+    require(factors != nullptr && factors->is_array(), "glide",
+            [&] { return file + ": field '" + field + ".factors' must be an array of numbers"; });
+    for (const json::Value& f : factors->as_array()) {
+        require(f.is_number(), "glide", [&] { return file + ": field '" + field + ".factors' holds " + json::dump(f) + ", not a number"; });
+        r.factors.push_back(static_cast<float>(f.as_double()));
+    }
+    return r;
+}
+}  // namespace detail
+
 /// Reads the drafter's Llama fields with load_config and the glide_* fields beside them.
 inline GlideConfig load_glide_config(const std::filesystem::path& path) {
     const std::string file = path.string();
@@ -251,6 +301,8 @@ inline GlideConfig load_glide_config(const std::filesystem::path& path) {
     c.glide_target_kv_heads = integer("glide_target_kv_heads");
     c.glide_target_rope_theta =
         static_cast<float>(detail::read_field(root, file, "glide_target_rope_theta", "glide", detail::as_double));
+    if (const json::Value* v = root.find("glide_target_rope_scaling"); v != nullptr && !v->is_null())
+        c.glide_target_rope_scaling = detail::read_glide_rope_scaling(*v, file);
     try {
         c.validate();
     } catch (const error& e) {
@@ -276,6 +328,17 @@ inline void save_glide_config(const GlideConfig& c, const std::filesystem::path&
     o.set("glide_cross_head_dim", c.glide_cross_head_dim);
     o.set("glide_target_kv_heads", c.glide_target_kv_heads);
     o.set("glide_target_rope_theta", static_cast<double>(c.glide_target_rope_theta));
+    // Written only when scaled, so an unscaled drafter's config.json is what it always was.
+    if (const RopeScaling& rs = c.glide_target_rope_scaling; rs.type == RopeScalingType::kFactors) {
+        json::Array factors;
+        for (const float f : rs.factors) factors.push_back(json::Value(static_cast<double>(f)));
+        json::Object r;
+        r.set("rope_type", "factors");
+        r.set("factors", std::move(factors));
+        o.set("glide_target_rope_scaling", std::move(r));
+    } else if (rs.type != RopeScalingType::kNone) {
+        o.set("glide_target_rope_scaling", detail::rope_scaling_json(rs));
+    }
     std::ofstream out(path, std::ios::binary);
     detail::require(static_cast<bool>(out), "glide", [&] { return path.string() + ": cannot write"; });
     out << json::dump(root, 2) << "\n";
@@ -413,7 +476,7 @@ public:
             positions_[i] = cache_len_ + tree[first + i].depth;
         }
         detail::rope_table(rope_cs_, positions_, inv_freq_, rope_attention_factor(c));
-        detail::rope_table(cross_cs_, positions_, cross_inv_freq_);
+        detail::rope_table(cross_cs_, positions_, cross_inv_freq_, rope_attention_factor(cfg_.cross_rope()));
 
         for (int i = 0; i < n; ++i)
             std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, &x_[i * D]);
@@ -471,11 +534,11 @@ private:
                 return "glide_target_rope_theta is " + std::to_string(cfg_.glide_target_rope_theta) +
                        ", but the target has rope_theta " + std::to_string(tc.rope_theta);
             });
-            // The cross queries rotate with theta^(-2j/d_k) alone: a target whose keys carry scaled
-            // frequencies would be read at the wrong angles.
-            detail::require(tc.rope_scaling.type == RopeScalingType::kNone, "glide", [] {
-                return std::string("the target has rope_scaling (linear, llama3, yarn or a factor table); a GLIDE "
-                                   "drafter's cross attention supports only an unscaled target RoPE");
+            // The cross queries turn by the scaling the drafter was trained with; under another the
+            // target's keys would be read at other angles.
+            detail::require(detail::same_rope_scaling(tc.rope_scaling, cfg_.glide_target_rope_scaling), "glide", [&] {
+                return "glide_target_rope_scaling is " + detail::rope_scaling_string(cfg_.glide_target_rope_scaling) +
+                       ", but the target has rope_scaling " + detail::rope_scaling_string(tc.rope_scaling);
             });
         }
     }
@@ -632,14 +695,9 @@ private:
             mats_[m].down = make(nullptr, {&lw.w_down}, D, Fw);
         }
         head_ = make(nullptr, {&w_.output_matrix()}, c.vocab_size, D);
-        const auto frequencies = [](int hd, float theta) {
-            std::vector<double> f(hd / 2);
-            for (int j = 0; j < hd / 2; ++j) f[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
-            return f;
-        };
         inv_freq_ = rope_inverse_frequencies(c);  // rope_scaling applied, as CpuModel
-        // The cross queries rotate like the target's keys: the target's head_dim and RoPE base.
-        if (cfg_.glide_cross_attention) cross_inv_freq_ = frequencies(cfg_.glide_cross_head_dim, cfg_.glide_target_rope_theta);
+        // The cross queries rotate like the target's keys: its head_dim, RoPE base and scaling.
+        if (cfg_.glide_cross_attention) cross_inv_freq_ = rope_inverse_frequencies(cfg_.cross_rope());
     }
 
     struct LayerMatrices {

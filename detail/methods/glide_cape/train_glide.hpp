@@ -244,8 +244,8 @@ private:
         positions_.resize(tokens_.size());
         for (std::size_t i = 0; i < positions_.size(); ++i) positions_[i] = static_cast<int>(i % in.T);
         self_rope_ = rope_table(positions_, rope_inverse_frequencies(c), rope_attention_factor(c));
-        if (cfg_.glide_cross_attention)
-            cross_rope_ = rope_table(positions_, cfg_.glide_cross_head_dim, cfg_.glide_target_rope_theta);
+        if (const Config cr = cfg_.cross_rope(); cfg_.glide_cross_attention)  // the target's rotation, scaling included
+            cross_rope_ = rope_table(positions_, rope_inverse_frequencies(cr), rope_attention_factor(cr));
         self_mask_ = causal_mask(in.T, in.T);
         cross_mask_.assign(in.cross_mask.begin(), in.cross_mask.end());
 

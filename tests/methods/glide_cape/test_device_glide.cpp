@@ -1,7 +1,7 @@
 // GLIDE's drafter trained by the device trainer, its kernels run on the host (HostDevice): the same logits,
-// loss, gradients and AdamW steps as TrainableGlide, without and with the cross-attention (full-head and
-// grouped-query targets, target windows longer than the drafter's, the block-wise mask), and the same
-// errors for a batch that does not fit.
+// loss, gradients and AdamW steps as TrainableGlide, without and with the cross-attention (full-head,
+// grouped-query and YaRN-scaled targets, target windows longer than the drafter's, the block-wise mask),
+// and the same errors for a batch that does not fit.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -25,6 +25,7 @@ struct Kind {
     const char* name;
     bool cross, gqa_target, tied;
     int extra_target_rows;  // Tk - T: the target's window runs past the drafter's
+    bool yarn_target = false;  // the target's RoPE is YaRN-scaled: the cross queries turn as its keys, cos/sin scaled
 };
 
 /// A two-layer drafter of its own small shape, paired with `target` (as test_glide.cpp's small_glide).
@@ -40,9 +41,11 @@ GlideConfig small_glide(const Config& target, bool cross, bool tied) {
     return glide_config_for(draft, target, cross);
 }
 
-Config target_config(bool gqa) {
+Config target_config(bool gqa, bool yarn = false) {
     Config tc = test::tiny_config(gqa, 24);
     tc.num_hidden_layers = 3;
+    if (yarn)
+        tc.rope_scaling = {.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 32, .attention_factor = 1.25f};
     return tc;
 }
 
@@ -73,9 +76,10 @@ TEST_CASE("the device GLIDE drafter, run on the host, has TrainableGlide's logit
     const Kind k = GENERATE(Kind{"vanilla drafter (no cross-attention)", false, true, true, 0},
                             Kind{"cross-attention, full-head target, untied head", true, false, false, 0},
                             Kind{"cross-attention, GQA target (Hkt < Hc)", true, true, true, 0},
-                            Kind{"cross-attention, GQA target, Tk > T", true, true, false, 4});
+                            Kind{"cross-attention, GQA target, Tk > T", true, true, false, 4},
+                            Kind{"cross-attention, YaRN-scaled GQA target", true, true, false, 0, true});
     CAPTURE(k.name);
-    const Config tc = target_config(k.gqa_target);
+    const Config tc = target_config(k.gqa_target, k.yarn_target);
     CpuModel target(tc, random_weights(tc, 30, 0.3f));
     const GlideConfig cfg = small_glide(tc, k.cross, k.tied);
     if (k.cross) REQUIRE((cfg.glide_target_kv_heads < cfg.glide_cross_heads) == k.gqa_target);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "catch.hpp"
@@ -237,6 +238,60 @@ TEST_CASE("the drafter's logits equal the training forward's under the inference
     CHECK(max_abs_diff(model.logits(), inference) < 1e-4f);
 }
 
+/// A RoPE scaling of each kind, for the tiny target's head_dim 8 (4 rotary pairs).
+std::vector<RopeScaling> rope_scalings() {
+    return {{.type = RopeScalingType::kLinear, .factor = 2.0f},
+            {.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 16},
+            {.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 32, .attention_factor = 1.25f},
+            {.type = RopeScalingType::kFactors, .factors = {1.0f, 2.0f, 4.0f, 8.0f}}};
+}
+
+TEST_CASE("beside a target with RoPE scaling the cross queries turn as the target's keys", "[glide][train]") {
+    const RopeScaling scaling = rope_scalings()[static_cast<std::size_t>(GENERATE(0, 1, 2, 3))];
+    INFO(detail::rope_scaling_string(scaling));
+    Config tcfg = test::tiny_config(true);
+    tcfg.rope_scaling = scaling;
+    const GlideConfig cfg = small_glide(tcfg, true, 2, /*tied=*/false);
+    REQUIRE(detail::same_rope_scaling(cfg.glide_target_rope_scaling, scaling));
+    // The cross queries' frequencies and cos/sin factor are the target's own (its keys were rotated by them).
+    CHECK(rope_inverse_frequencies(cfg.cross_rope()) == rope_inverse_frequencies(tcfg));
+    CHECK(rope_attention_factor(cfg.cross_rope()) == rope_attention_factor(tcfg));
+
+    CpuModel target(tcfg, random_weights(tcfg, 25, 0.3f));
+    const int t = 7, n = 10;
+    detail::prefill(target, tokens_of(t, tcfg.vocab_size, 26));
+    const GlideWeights w = random_glide_weights(cfg, 27, 0.3f);
+    GlideModel glide(cfg, w, target);
+    const std::vector<int> chain = tokens_of(n, tcfg.vocab_size, 28);
+    const std::vector<float> inference = chain_logits(glide, chain);
+
+    // Inference and training agree under the scaling...
+    ThreadPool pool(2);
+    const TargetKv<float> kv = kv_of(target, cfg);
+    const std::vector<std::uint8_t> mask = glide_inference_mask(n, t, t);
+    const GlideBatch<float> batch{.B = 1, .T = n, .tokens = chain, .target = &kv, .cross_mask = mask};
+    TrainableGlide<float> model(cfg, w, pool);
+    model.forward(batch);
+    CHECK(max_abs_diff(model.logits(), inference) < 1e-4f);
+    // ...and the scaling reaches them: the same drafter with unscaled cross queries reads other angles.
+    GlideConfig unscaled = cfg;
+    unscaled.glide_target_rope_scaling = {};
+    TrainableGlide<float> unscaled_model(unscaled, w, pool);
+    unscaled_model.forward(batch);
+    CHECK(max_abs_diff(unscaled_model.logits(), inference) > 1e-3f);
+    // Such a drafter is refused beside the scaled target, naming both scalings.
+    CHECK_THROWS_WITH(GlideModel(unscaled, w, target), Catch::Contains("glide_target_rope_scaling is no scaling") &&
+                                                           Catch::Contains("the target has rope_scaling " +
+                                                                           detail::rope_scaling_string(scaling)));
+    // The scaling round-trips through config.json.
+    const fs::path dir = fresh_dir("glide_scaled");
+    save_glide_checkpoint(dir, cfg, w, SaveFormat::kF32);
+    const GlideCheckpoint back = load_glide_checkpoint(dir);
+    CHECK(detail::same_rope_scaling(back.config.glide_target_rope_scaling, scaling));
+    GlideModel reloaded(back.config, back.weights, target);
+    CHECK(chain_logits(reloaded, chain) == inference);
+}
+
 TEST_CASE("the block-wise mask is GLIDE's: block b sees the target rows of blocks before b only", "[glide][train]") {
     const std::vector<std::uint8_t> m = glide_block_mask(12, 12, 5);
     for (int j = 0; j < 12; ++j)
@@ -463,6 +518,52 @@ TEST_CASE("a drafter that does not fit its target, or a broken checkpoint, is an
                               Catch::Contains("glide_cross_heads 16777217 x glide_cross_head_dim 256 = 4294967552 "
                                               "cross-attention dimensions: more than an int holds") &&
                               Catch::Contains("need 549755846656 bytes as float32"));
+    }
+    SECTION("a drafter trained beside another RoPE scaling, or a broken glide_target_rope_scaling") {
+        Config llama3 = tcfg;
+        llama3.rope_scaling = {.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 16};
+        CpuModel scaled(llama3, random_weights(llama3, 68, 0.3f));
+        GlideConfig other = small_glide(llama3, true);
+        other.glide_target_rope_scaling.factor = 4.0f;
+        CHECK_THROWS_WITH(GlideModel(other, random_glide_weights(other, 69), scaled),
+                          Catch::Contains("glide_target_rope_scaling is llama3, factor 4.0") &&
+                              Catch::Contains("the target has rope_scaling llama3, factor 8.0"));
+        CHECK_THROWS_WITH(GlideModel(small_glide(llama3, true), random_glide_weights(other, 69), target),
+                          Catch::Contains("but the target has rope_scaling no scaling"));
+        GlideConfig table = good;
+        table.glide_target_rope_scaling = {.type = RopeScalingType::kFactors, .factors = {1.0f, 2.0f}};
+        CHECK_THROWS_WITH(table.validate(), Catch::Contains("glide_target_rope_scaling holds 2 factors; "
+                                                            "glide_cross_head_dim 8 needs 4"));
+        table.glide_target_rope_scaling.factors = {1.0f, 2.0f, -1.0f, 1.0f};
+        CHECK_THROWS_WITH(table.validate(), Catch::Contains("glide_target_rope_scaling: ") &&
+                                                Catch::Contains("factors[2] must be > 0"));
+
+        const fs::path dir = fresh_dir("glide_bad_rope");
+        save_glide_checkpoint(dir, good, random_glide_weights(good, 70));
+        const auto with_rope = [&](const std::string& object) {
+            std::string text = detail::read_text_file(dir / "config.json", "test");
+            const std::size_t at = text.find("\"glide_target_rope_theta\"");
+            REQUIRE(at != std::string::npos);
+            text.insert(at, "\"glide_target_rope_scaling\": " + object + ",\n  ");
+            std::ofstream(dir / "config.json", std::ios::binary) << text;
+        };
+        const std::string saved = detail::read_text_file(dir / "config.json", "test");
+        CHECK(saved.find("glide_target_rope_scaling") == std::string::npos);  // unscaled: the key is not written
+        with_rope(R"({"rope_type": "llama3", "factor": 8.0})");
+        CHECK_THROWS_WITH(load_glide_checkpoint(dir), Catch::Contains("glide_target_rope_scaling") &&
+                                                          Catch::Contains("low_freq_factor"));
+        std::ofstream(dir / "config.json", std::ios::binary) << saved;
+        with_rope(R"({"rope_type": "linear", "factor": 2.0, "low_freq_factor": 1.0})");
+        CHECK_THROWS_WITH(load_glide_checkpoint(dir), Catch::Contains("'glide_target_rope_scaling.low_freq_factor'"));
+        std::ofstream(dir / "config.json", std::ios::binary) << saved;
+        with_rope(R"({"rope_type": "factors", "factors": [1, 2, "4", 8]})");
+        CHECK_THROWS_WITH(load_glide_checkpoint(dir), Catch::Contains("'glide_target_rope_scaling.factors' holds \"4\""));
+        std::ofstream(dir / "config.json", std::ios::binary) << saved;
+        with_rope(R"({"rope_type": "factors", "factors": [1, 2, 4, 8], "factor": 2})");
+        CHECK_THROWS_WITH(load_glide_checkpoint(dir), Catch::Contains("'glide_target_rope_scaling.factor' is not read"));
+        std::ofstream(dir / "config.json", std::ios::binary) << saved;
+        with_rope(R"({"rope_type": "factors", "factors": [1, 2, 4, 8]})");
+        CHECK(load_glide_checkpoint(dir).config.glide_target_rope_scaling.factors == std::vector<float>{1, 2, 4, 8});
     }
     SECTION("a config.json without the glide fields") {
         const fs::path dir = fresh_dir("glide_plain");
