@@ -40,11 +40,12 @@ struct Checkpoint {
     Weights weights;
 };
 
-/// Reads a HF LlamaConfig (model_type llama, or mistral without a sliding window), a Qwen2Config
-/// (model_type qwen2: Config::qkv_bias) or a Qwen3Config (qwen3: Config::qk_norm, head_dim 128 unless
-/// given) without a sliding window: head_dim, and RoPE scaling of rope_type linear or llama3 in either
-/// spelling (4.x's rope_theta + rope_scaling, 5.x's rope_parameters; both present must agree), are
-/// honoured. Fields we cannot honour (Llama's biases, a sliding window, experts, another activation,
+/// Reads a HF LlamaConfig (model_type llama, or mistral: a sliding window caps the context at its width,
+/// Config::sliding_window), a Qwen2Config (model_type qwen2: Config::qkv_bias) or a Qwen3Config (qwen3:
+/// Config::qk_norm, head_dim 128 unless given) without a sliding window: head_dim, and RoPE scaling of
+/// rope_type linear, llama3 or yarn in either spelling (4.x's rope_theta + rope_scaling, 5.x's
+/// rope_parameters; both present must agree), are honoured. Fields we cannot honour (Llama's biases, Qwen's
+/// sliding window, experts, another activation,
 /// another rope_type) are errors naming the field, and so is any key on none of the lists below
 /// (kConfigKeysRead, kConfigKeysInert, the Qwen and drafters' lists): never silently ignored.
 /// `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
@@ -468,7 +469,7 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
                            type == "glide" || type == "eagle" || type == "fspad";
         detail::require(known, "checkpoint", [&] {
             return file + ": model_type '" + type +
-                   "' is not supported (llama, mistral without sliding_window, qwen2, qwen3 without use_sliding_window)";
+                   "' is not supported (llama, mistral, qwen2, qwen3 without use_sliding_window)";
         });
     }
     const bool qwen = model_type == "qwen2" || model_type == "qwen3";
@@ -515,9 +516,19 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
         }
     }
     if (const auto* v = root.find("sliding_window"); !qwen && v && !v->is_null()) {
-        // Mistral v0.1 attends to the last 4096 tokens only; full attention would differ beyond that.
-        detail::fail("checkpoint", file + ": sliding_window = " + json::dump(*v) +
-                                       " is not supported (full attention only: sliding_window must be null)");
+        // Mistral v0.1 attends to the last sliding_window positions (4096). Within that many positions this
+        // is every earlier one: the model runs exactly, its context capped at the window. LlamaConfig has
+        // no such field: a llama folder that names one was not written by transformers, and is refused.
+        detail::require(model_type == "mistral", "checkpoint", [&] {
+            return file + ": sliding_window = " + json::dump(*v) + " is not supported for model_type '" + model_type +
+                   "' (only Mistral's is read; full attention otherwise: sliding_window must be null)";
+        });
+        const std::int64_t w = field("sliding_window", detail::as_int);
+        detail::require(w > 0 && w < (std::int64_t{1} << 31), "checkpoint", [&] {
+            return file + ": field 'sliding_window' = " + std::to_string(w) + " must be a positive integer (or null)";
+        });
+        c.sliding_window = static_cast<int>(w);
+        c.max_position_embeddings = std::min(c.max_position_embeddings, c.sliding_window);
     }
     for (const char* experts : {"num_local_experts", "num_experts"})
         if (const auto* v = root.find(experts); v && !v->is_null() && !(v->is_integer() && v->as_int() <= 1))
@@ -568,9 +579,13 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype) {
     json::Object o;
     // The block decides the HF class: Llama's, Qwen2's (q/k/v biases) or Qwen3's (q/k norms).
-    const char* type = c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : "llama";
-    o.set("architectures",
-          json::Array{json::Value(c.qkv_bias ? "Qwen2ForCausalLM" : c.qk_norm ? "Qwen3ForCausalLM" : "LlamaForCausalLM")});
+    // A Llama block with a sliding window is Mistral's (LlamaConfig has no sliding_window).
+    const bool mistral = c.sliding_window > 0;
+    const char* type = c.qkv_bias ? "qwen2" : c.qk_norm ? "qwen3" : mistral ? "mistral" : "llama";
+    o.set("architectures", json::Array{json::Value(c.qkv_bias  ? "Qwen2ForCausalLM"
+                                                   : c.qk_norm ? "Qwen3ForCausalLM"
+                                                   : mistral   ? "MistralForCausalLM"
+                                                               : "LlamaForCausalLM")});
     o.set("model_type", type);
     o.set("hidden_act", "silu");
     o.set("hidden_size", c.hidden_size);
@@ -586,6 +601,7 @@ SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& pa
     if (c.partial_alignment) o.set("partial_alignment", true);  // FSPAD's PAD: the last down_proj is (2D, F)
     if (!c.qkv_bias) o.set("attention_bias", false);  // Qwen2Config has no such field (its biases are fixed)
     if (c.llama_block()) o.set("mlp_bias", false);
+    if (mistral) o.set("sliding_window", c.sliding_window);
     if (c.qkv_bias || c.qk_norm) {
         o.set("use_sliding_window", false);
         o.set("sliding_window", nullptr);

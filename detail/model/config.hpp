@@ -100,6 +100,11 @@ struct Config {
     /// Qwen3's attention (transformers, modeling_qwen3.py): an RMSNorm over each q head and each k head
     /// (gains of size hd, eps rms_norm_eps) after the projections, before RoPE.
     bool qk_norm = false;
+    /// Mistral v0.1's sliding window (config.json `sliding_window`; transformers' sliding_window_overlay:
+    /// position q attends to positions k > q - sliding_window). 0: none. Within sliding_window positions
+    /// that is every earlier position, full attention exactly, so the models run it only there: load_config
+    /// caps max_position_embeddings at the window and validate() requires the cap.
+    int sliding_window = 0;
 
     /// Whether the block is Llama's alone: no Qwen2 biases, no Qwen3 q/k norms. Code that implements
     /// only Llama's block (CUDA, the trainers, the drafters' own layers, llama2.c and GGUF export,
@@ -208,6 +213,16 @@ SPECDEC_INLINE void Config::validate() const {
                                " values; head_dim " + std::to_string(head_dim()) + " needs one per rotary pair, " +
                                std::to_string(head_dim() / 2);
                     });
+    detail::require(sliding_window >= 0, "config",
+                    [&] { return "sliding_window must be >= 0 (0: none), got " + std::to_string(sliding_window); });
+    detail::require(sliding_window == 0 || max_position_embeddings <= sliding_window, "config", [&] {
+        return "max_position_embeddings " + std::to_string(max_position_embeddings) + " exceeds sliding_window " +
+               std::to_string(sliding_window) + ": past the window attention is windowed, which is not implemented "
+               "(load_config caps the context at the window, where full attention is exact)";
+    });
+    detail::require(sliding_window == 0 || (!qkv_bias && !qk_norm), "config", [] {
+        return std::string("sliding_window is Mistral's (a Llama block); Qwen's use_sliding_window is refused by load_config");
+    });
     detail::require(!(identity_end_norms && partial_alignment), "config", [] {
         return std::string("identity_end_norms (EAGLE's layer) and partial_alignment (FSPAD's PAD, whose feature branch "
                            "goes through the final norm) cannot be combined");

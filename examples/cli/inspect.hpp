@@ -117,6 +117,9 @@ inline void print_config(const Config& c, const char* source) {
     if (c.attention_head_dim > 0) std::printf("  %-28s %d\n", "head_dim", c.attention_head_dim);
     if (c.rope_scaling.type != RopeScalingType::kNone)
         std::printf("  %-28s %s\n", "rope_scaling", detail::rope_scaling_string(c.rope_scaling).c_str());
+    if (c.sliding_window > 0)
+        std::printf("  %-28s %d (the context is capped at it, where full attention is exact)\n", "sliding_window",
+                    c.sliding_window);
 }
 
 /// llama2.c's header version: 1 or 2 after the magic "ak42", else the legacy version 0.

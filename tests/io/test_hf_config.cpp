@@ -310,8 +310,15 @@ TEST_CASE("config fields this Llama cannot honour are refused naming the field a
                           Catch::Contains("model_type 'gemma' is not supported") && Catch::Contains("qwen3"));
     CHECK_THROWS_WITH(refused("gpt2", ",\"model_type\":\"gpt2\"")(), Catch::Contains("model_type 'gpt2'"));
     CHECK_THROWS_WITH(refused("bias", ",\"attention_bias\":true")(), Catch::Contains("attention_bias = true"));
-    CHECK_THROWS_WITH(refused("mistral", ",\"model_type\":\"mistral\",\"sliding_window\":4096")(),
-                      Catch::Contains("sliding_window = 4096 is not supported"));
+    CHECK_THROWS_WITH(refused("llama_window", ",\"sliding_window\":4096")(),
+                      Catch::Contains("sliding_window = 4096 is not supported for model_type 'llama'"));
+    for (const char* w : {"0", "-4", "4096.5", "\"4096\""}) {
+        INFO("sliding_window " << w);
+        CHECK_THROWS_WITH(refused("mistral_bad", std::string(",\"model_type\":\"mistral\",\"sliding_window\":") + w)(),
+                          Catch::Contains("sliding_window"));
+    }
+    CHECK_THROWS_WITH(refused("mistral_zero", ",\"model_type\":\"mistral\",\"sliding_window\":0")(),
+                      Catch::Contains("field 'sliding_window' = 0 must be a positive integer"));
     CHECK_THROWS_WITH(refused("mixtral", ",\"num_local_experts\":8")(), Catch::Contains("num_local_experts = 8"));
     CHECK_THROWS_WITH(refused("moe", ",\"num_experts\":60")(), Catch::Contains("num_experts = 60"));
     CHECK_THROWS_WITH(refused("gelu", ",\"hidden_act\":\"gelu\"")(), Catch::Contains("hidden_act 'gelu'"));
@@ -333,6 +340,44 @@ TEST_CASE("config fields this Llama cannot honour are refused naming the field a
     // Accepted: Mistral without a sliding window, a dense model saying num_experts 0, our own drafters' types.
     CHECK(load_text("mistral_ok", config_json(",\"model_type\":\"mistral\",\"sliding_window\":null")).hidden_size == 32);
     CHECK(load_text("dense_ok", config_json(",\"num_experts\":0")).hidden_size == 32);
+}
+
+TEST_CASE("Mistral's sliding window caps the context at the window, where full attention is exact", "[checkpoint]") {
+    // Mistral 7B v0.1's config.json says max_position_embeddings 32768 and sliding_window 4096.
+    const Config mistral = load_text("mistral_window", config_json(",\"model_type\":\"mistral\",\"sliding_window\":16"));
+    CHECK(mistral.sliding_window == 16);
+    CHECK(mistral.max_position_embeddings == 16);  // was 128
+    const Config narrow = load_text("mistral_narrow", config_json(",\"model_type\":\"mistral\",\"sliding_window\":4096"));
+    CHECK(narrow.sliding_window == 4096);
+    CHECK(narrow.max_position_embeddings == 128);  // the window is wider than the context: nothing to cap
+
+    // save_config writes it back as Mistral's, and it reads the same.
+    const fs::path dir = fresh_dir("mistral_saved");
+    save_config(mistral, dir / "config.json");
+    const std::string text = detail::read_text_file(dir / "config.json", "test");
+    CHECK(text.find("\"model_type\": \"mistral\"") != std::string::npos);
+    CHECK(text.find("\"sliding_window\": 16") != std::string::npos);
+    const Config back = load_config(dir / "config.json");
+    CHECK(back.sliding_window == 16);
+    CHECK(back.max_position_embeddings == 16);
+
+    // The model holds the window and no more: every position it computes attends to all before it, as
+    // transformers' window (k > q - 16) lets it; a request past the window is refused naming the context.
+    CpuModel model(mistral, random_weights(mistral, 3, 0.3f));
+    CHECK(model.context_size() == 16);
+    GenerateOptions opts{.max_new_tokens = 6};
+    const std::vector<int> prompt(10, 5);
+    CHECK(autoregressive_generate(model, prompt, opts).tokens.size() == 6);
+    opts.max_new_tokens = 7;
+    CHECK_THROWS_WITH(autoregressive_generate(model, prompt, opts), Catch::Contains("exceeds the target's context of 16 tokens"));
+
+    // A Config built by hand with a context past its window is refused: the windowed part is not implemented.
+    Config wide = mistral;
+    wide.max_position_embeddings = 17;
+    CHECK_THROWS_WITH(wide.validate(), Catch::Contains("max_position_embeddings 17 exceeds sliding_window 16"));
+    Config qwen = mistral;
+    qwen.qkv_bias = true;
+    CHECK_THROWS_WITH(qwen.validate(), Catch::Contains("sliding_window is Mistral's"));
 }
 
 TEST_CASE("transformers 5's rope_parameters reads as 4.x's rope_theta and rope_scaling", "[checkpoint][rope]") {

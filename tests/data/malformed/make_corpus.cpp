@@ -175,7 +175,8 @@ void checkpoint_cases() {
     write("checkpoint/rope_scaling_yarn/config.json", with("\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"));
     write("checkpoint/rope_scaling_no_factor/config.json", with("\"rope_scaling\": {\"type\": \"linear\"}"));
     write("checkpoint/rope_scaling_not_object/config.json", with("\"rope_scaling\": \"llama3\""));
-    write("checkpoint/sliding_window/config.json", with("\"model_type\": \"mistral\", \"sliding_window\": 4096"));
+    write("checkpoint/sliding_window_zero/config.json", with("\"model_type\": \"mistral\", \"sliding_window\": 0"));
+    write("checkpoint/sliding_window_llama/config.json", with("\"sliding_window\": 4096"));
     write("checkpoint/mixture_of_experts/config.json", with("\"num_local_experts\": 8"));
     write("checkpoint/qwen2_sliding_window/config.json",
           with("\"model_type\": \"qwen2\", \"use_sliding_window\": true, \"sliding_window\": 4096"));
