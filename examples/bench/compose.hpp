@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "../prompt_lookup.hpp"
 #include "bench_results.hpp"
 #include "methods.hpp"
 #include "specdec.hpp"
@@ -347,6 +348,10 @@ SPECDEC_BENCH_INLINE Run run_method(const MethodSpec& m, Models& models, std::sp
                 return run_with(*models.target, proposer, DynamicFork<>{.width = m.width, .max_depth = m.max_depth},
                                 TreeKind::kSampledTree, prompt, opts);
             });
+        case MethodKind::kLookup: {  // a deterministic chain: q one-hot, so SpeculativeSampling is exact at any T
+            example::PromptLookup lookup{.vocab = models.target->vocab_size(), .max_ngram = m.max_ngram, .max_draft = m.gamma};
+            return run_with(*models.target, lookup, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);
+        }
         case MethodKind::kRegistered: return m.registered->run(models, prompt, opts);
     }
     detail::fail("bench", "unhandled method kind");

@@ -557,7 +557,9 @@ inline std::string json_of(const Results& res) {
         o.set("kind", method_name(r.spec.kind));
         if (!r.spec.about.empty()) o.set("about", r.spec.about);
         if (!r.spec.drafter.empty()) o.set("drafter", r.spec.drafter);
-        if (r.spec.kind == MethodKind::kChain || r.spec.kind == MethodKind::kExpanded) o.set("gamma", r.spec.gamma);
+        if (r.spec.kind == MethodKind::kChain || r.spec.kind == MethodKind::kExpanded || r.spec.kind == MethodKind::kLookup)
+            o.set("gamma", r.spec.gamma);
+        if (r.spec.kind == MethodKind::kLookup) o.set("max_ngram", r.spec.max_ngram);
         if (r.spec.kind == MethodKind::kCascade) {
             json::Array names, k;
             for (const std::string& d : r.spec.drafters) names.push_back(d);

@@ -36,6 +36,8 @@ enum class MethodKind {
     kEagle2,          // EAGLE-2's dynamic tree: expand the most confident nodes, keep the global top-N
     kTargetInit,      // improved MCSD: seeds drawn from the target, a k-config tree below each; LOSSY at T > 0
     kFork,            // improved MCSD's dynamic configuration: W sampled chains of depth D (static: no early stop)
+    kLookup,          // prompt lookup (Saxena 2023; examples/prompt_lookup.hpp): no drafter model, a chain copied
+                      // from what followed the text's last n-gram earlier on
     kRegistered,      // a composition a program registered (harness.hpp's register_method); never in methods.json
 };
 
@@ -59,6 +61,7 @@ struct MethodSpec {
     int seeds = 2;               // target_initialised: target-initialised roots per step (the paper's 2)
     bool top_seeds_at_t0 = false;  // target_initialised: at T = 0 the `seeds` most likely tokens (lossy), not the argmax
     int width = 16, max_depth = 4;  // fork: W chains, depth D
+    int max_ngram = 3;           // lookup: match the text's last max_ngram tokens, else fewer, down to 1
     std::string about;           // free text for the report
     std::shared_ptr<const RegisteredMethod> registered;  // registered: what register_method was given
 };
@@ -82,6 +85,7 @@ inline const char* method_name(MethodKind k) {
         case MethodKind::kEagle2: return "eagle2";
         case MethodKind::kTargetInit: return "target_initialised";
         case MethodKind::kFork: return "fork";
+        case MethodKind::kLookup: return "lookup";
         case MethodKind::kRegistered: return "registered";
     }
     return "?";
@@ -114,6 +118,7 @@ inline long draft_nodes(const MethodSpec& m) {
         case MethodKind::kEagle2: return m.eagle2.total_tokens - 1;
         case MethodKind::kTargetInit: return std::min<long>(m.seeds * (1 + k_config_nodes(m.k_config)), kMaxTreeNodes + 1);
         case MethodKind::kFork: return static_cast<long>(m.width) * m.max_depth;
+        case MethodKind::kLookup: return m.gamma;
         case MethodKind::kRegistered: return m.max_drafts;  // MethodOptions::max_drafts
     }
     return 0;
@@ -201,8 +206,9 @@ inline MethodKind parse_kind(const EntryReader& r, const std::string& s) {
     if (s == "eagle2") return MethodKind::kEagle2;
     if (s == "target_initialised") return MethodKind::kTargetInit;
     if (s == "fork") return MethodKind::kFork;
+    if (s == "lookup") return MethodKind::kLookup;
     r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade, pct, eagle2, "
-                     "target_initialised, fork");
+                     "target_initialised, fork, lookup");
 }
 
 inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s, const char* field = "draw") {
@@ -219,7 +225,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
     m.name = r.string("name", r.need("name", "every entry is named"));
     if (m.name.empty()) r.fail("name", "is empty");
     r.set_name(m.name);
-    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct, eagle2, target_initialised or fork")));
+    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct, eagle2, target_initialised, fork or lookup")));
 
     // Which fields each method takes; anything else is a typo or a field of another method.
     std::set<std::string> allowed{"name", "method", "about"};
@@ -238,6 +244,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
             allowed.insert({"drafter", "seeds", "k_config", "allow_lossy", "top_seeds_at_t0", "draw_at_t0"});
             break;
         case MethodKind::kFork: allowed.insert({"drafter", "width", "max_depth"}); break;
+        case MethodKind::kLookup: allowed.insert({"gamma", "max_ngram"}); break;
         case MethodKind::kRegistered: break;  // parse_kind never yields it
     }
     for (const json::Member& f : v.as_object())
@@ -377,6 +384,10 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
                 r.fail("width", "W x D is more than " + std::to_string(kMaxTreeNodes) + " nodes, the most that fit in one verification");
             return m;
         }
+        case MethodKind::kLookup:  // no drafter: the text is the draft's source
+            m.gamma = r.integer("gamma", r.need("gamma", "tokens copied per step"), 1, kMaxGamma);
+            if (const json::Value* v = r.find("max_ngram")) m.max_ngram = r.integer("max_ngram", *v, 1, 64);
+            return m;
         case MethodKind::kRegistered: return m;
     }
     return m;

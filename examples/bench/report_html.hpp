@@ -136,6 +136,9 @@ inline std::string describe(const MethodSpec& m) {
         case MethodKind::kFork:
             return "fork of " + std::to_string(m.width) + " chains, depth " + std::to_string(m.max_depth) + ", drafter " +
                    m.drafter;
+        case MethodKind::kLookup:
+            return "prompt lookup (no drafter model), gamma " + std::to_string(m.gamma) + ", n-grams of " +
+                   std::to_string(m.max_ngram) + " down to 1";
     }
     return "";
 }

@@ -34,14 +34,16 @@ inline const std::vector<Flag>& generate_flags() {
     static const std::vector<Flag> flags{
         {"target", "PATH", "the target model: an HF folder, a llama2.c .bin or a .gguf (required)"},
         {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE, EDD, EAGLE or FSPAD drafter), a .bin or a .gguf"},
-        {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 (default: sd with --draft, else ar)"},
+        {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 | lookup (default: sd with --draft, else ar; "
+                           "lookup needs no drafter)"},
         {"prompt", "TEXT", "the text to continue (required)"},
         {"max-new-tokens", "N", "new tokens to generate (default 64)"},
         {"temperature", "T", "0 = greedy (default); > 0 samples, losslessly"},
         {"top-p", "P", "nucleus sampling mass, in (0, 1] (default 1 = off)"},
         {"top-k", "K", "keep the K most likely tokens (default 0 = off)"},
         {"seed", "S", "seed of every random draw (default 0)"},
-        {"gamma", "G", "drafts per step: sd (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, 3 Max-Gram)"},
+        {"gamma", "G", "drafts per step: sd, lookup (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, 3 Max-Gram)"},
+        {"ngram", "N", "lookup: match the text's last N tokens, else fewer, down to 1 (default 3)"},
         {"k-config", "LIST", "tree: children per node at each depth (default 2,2,1)"},
         {"draw", "HOW", "tree: topk (default) | with_replacement | without_replacement"},
         {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json beside the drafter's folder)"},
@@ -66,7 +68,8 @@ inline std::string generate_usage() {
         "Methods: ar (the target alone), sd (a chain of drafts; Leviathan et al. 2023), tree (a k-ary token tree),\n"
         "cs (CS Drafting: the drafter reviewing Max-Gram), glide (a GLIDE drafter with CAPE), edd (an EDD drafter,\n"
         "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree; with an EAGLE or FSPAD drafter,\n"
-        "drafting from the target's features).",
+        "drafting from the target's features), lookup (prompt lookup: no drafter, a chain copied from what followed\n"
+        "the text's last tokens earlier on; for a target that has no drafter).",
         generate_flags());
 }
 
@@ -110,13 +113,20 @@ inline bench::MethodSpec method_spec(const Args& args, const std::string& method
         m.pct.expand_threshold = 0.0f;
     } else if (method == "eagle2") {
         m.kind = MethodKind::kEagle2;
+    } else if (method == "lookup") {  // prompt lookup (examples/prompt_lookup.hpp): the text itself drafts
+        m.kind = MethodKind::kLookup;
+        m.drafter.clear();
+        m.gamma = gamma;
+        m.max_ngram = static_cast<int>(args.integer("ngram", 3, 1, 64));
     } else {
-        throw UsageError("option '--method': '" + method + "'; known: ar, sd, tree, cs, glide, edd, pct, eagle2");
+        throw UsageError("option '--method': '" + method + "'; known: ar, sd, tree, cs, glide, edd, pct, eagle2, lookup");
     }
     for (const char* flag : {"k-config", "draw"})
         if (args.has(flag) && m.kind != MethodKind::kTree) throw UsageError(std::string("option '--") + flag + "' applies to --method tree");
-    if (args.has("gamma") && m.kind != MethodKind::kChain && m.kind != MethodKind::kExpanded && m.kind != MethodKind::kCascade)
-        throw UsageError("option '--gamma' applies to --method sd, cs, glide and edd");
+    if (args.has("gamma") && m.kind != MethodKind::kChain && m.kind != MethodKind::kExpanded && m.kind != MethodKind::kCascade &&
+        m.kind != MethodKind::kLookup)
+        throw UsageError("option '--gamma' applies to --method sd, cs, glide, edd and lookup");
+    if (args.has("ngram") && m.kind != MethodKind::kLookup) throw UsageError("option '--ngram' applies to --method lookup");
     if (args.has("bigram") && m.kind != MethodKind::kCascade) throw UsageError("option '--bigram' applies to --method cs");
     return m;
 }
@@ -181,9 +191,13 @@ inline int run_generate(const Args& args) {
     const std::string prompt_text = args.need("prompt");
     const std::string method = args.text("method", args.has("draft") ? "sd" : "ar");
     const bench::MethodSpec spec = method_spec(args, method);
-    const bool needs_draft = spec.kind != bench::MethodKind::kAutoregressive;
+    const bool speculative = spec.kind != bench::MethodKind::kAutoregressive;
+    const bool needs_draft = speculative && spec.kind != bench::MethodKind::kLookup;
     if (needs_draft && !args.has("draft")) throw UsageError("--method " + method + " needs a drafter: --draft PATH");
-    if (!needs_draft && args.has("draft")) throw UsageError("--method ar decodes with the target alone: drop --draft, or choose a method");
+    if (!needs_draft && args.has("draft"))
+        throw UsageError(spec.kind == bench::MethodKind::kLookup
+                             ? "--method lookup drafts from the text itself: drop --draft"
+                             : "--method ar decodes with the target alone: drop --draft, or choose a method");
     const bool color = use_color(args.text("color", "auto"));
     const std::string scale = args.text("target-scale", "");
     if (args.has("target-scale") && scale != "110m" && scale != "1b" && scale != "7b")
@@ -352,7 +366,7 @@ inline int run_generate(const Args& args) {
     const double tok_s = seconds > 0 ? g.tokens.size() / seconds : 0.0;
     std::fprintf(stderr, "%s: %zu tokens in %d target forwards, tau %.2f, %.1f tok/s", method.c_str(), g.tokens.size(),
                  g.n_target_calls(), g.tau(), tok_s);
-    if (needs_draft && !args.has("no-baseline")) {
+    if (speculative && !args.has("no-baseline")) {
         GenerateOptions plain_opts = opts;
         plain_opts.on_step = nullptr;
         const auto b0 = clock::now();
@@ -365,7 +379,7 @@ inline int run_generate(const Args& args) {
                                                                    : "DIFFERS from autoregressive greedy decoding");
     }
     // One sampled text cannot test a law: say so, and what the acceptor that ran needs to be lossless.
-    if (needs_draft && !opts.sampling.greedy()) std::fprintf(stderr, "; distribution not checked in this run (%s)", run.acceptor);
+    if (speculative && !opts.sampling.greedy()) std::fprintf(stderr, "; distribution not checked in this run (%s)", run.acceptor);
     if (!scale.empty()) std::fprintf(stderr, "; %s", bench::cost_scaled_label(scale).c_str());
     std::fprintf(stderr, "\n");
     return 0;

@@ -56,6 +56,25 @@ TEST_CASE("the shipped methods.json parses and holds the baseline, both drafters
     CHECK(std::count_if(m.begin(), m.end(), [](const MethodSpec& s) { return s.kind == MethodKind::kTree; }) >= 1);
 }
 
+TEST_CASE("a lookup entry needs no drafter: gamma tokens copied per step, n-grams of max_ngram down to 1", "[bench]") {
+    const std::vector<MethodSpec> m =
+        parse_methods(with_entry(R"({"name": "lookup g6", "method": "lookup", "gamma": 6, "max_ngram": 2})"), "m.json");
+    REQUIRE(m.size() == 2);
+    CHECK(m[1].kind == MethodKind::kLookup);
+    CHECK(m[1].drafter.empty());
+    CHECK(m[1].gamma == 6);
+    CHECK(m[1].max_ngram == 2);
+    CHECK(draft_nodes(m[1]) == 6);
+    CHECK(html::describe(m[1]) == "prompt lookup (no drafter model), gamma 6, n-grams of 2 down to 1");
+    CHECK(parse_methods(with_entry(R"({"name": "l", "method": "lookup", "gamma": 4})"), "m.json")[1].max_ngram == 3);
+    using Catch::Contains;
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "l", "method": "lookup", "gamma": 4, "drafter": "small"})"), "m.json"),
+                      Contains("field 'drafter'") && Contains("not a field of method 'lookup'"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "l", "method": "lookup"})"), "m.json"), Contains("field 'gamma'"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "l", "method": "lookup", "gamma": 4, "max_ngram": 0})"), "m.json"),
+                      Contains("field 'max_ngram'"));
+}
+
 TEST_CASE("a bad methods entry is an error naming the file, the entry and the field", "[bench]") {
     using Catch::Contains;
     SECTION("an unknown method") {

@@ -241,6 +241,27 @@ TEST_CASE("the parameters GLIDE's drafter reads per forward include its cross-at
     CHECK(params("vanilla") == bench::matrix_params(load_glide_checkpoint(repo / "models/vanilla").config.draft));
 }
 
+TEST_CASE("prompt lookup runs from a methods file with no drafter, greedy identical, no drafter calls", "[bench][harness]") {
+    const TempDir dir;
+    const fs::path methods = dir.path / "methods.json";
+    std::ofstream(methods) << R"([{"name": "autoregressive", "method": "autoregressive"},
+                                  {"name": "lookup g4", "method": "lookup", "gamma": 4}])";
+    REQUIRE(run_bench(bench::Registry{}, dir.path, {"--methods", methods.string()}) == 0);
+    const json::Value root = json::parse(read_all(dir.path / "table.json"), "table.json");
+    int rows = 0;
+    for (const json::Value& row : root.at("rows").as_array()) {
+        if (row.at("kind").as_string() != "lookup") continue;
+        ++rows;
+        CHECK(row.at("gamma").as_int() == 4);
+        CHECK(row.at("max_ngram").as_int() == 3);
+        CHECK(row.at("n_tokens").as_int() == 8);
+        CHECK(row.at("n_draft_calls").as_int() == 0);  // no model drafts
+        if (row.at("temperature").as_double() == 0.0)
+            CHECK(row.at("lossless").as_string() == "greedy identity measured: 1/1 prompts identical to autoregressive");
+    }
+    CHECK(rows == 2);
+}
+
 TEST_CASE("the benchmark's flags are refused by name: unknown, without a value, out of range", "[bench][harness]") {
     const auto parse = [](std::vector<std::string> words) {
         words.insert(words.begin(), "specdec_bench");

@@ -39,6 +39,14 @@ if(CASE STREQUAL "generate")
         expect_match("^${method}: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
             "${err}" "generate --method ${method}'s summary")
     endforeach()
+    # Prompt lookup needs no drafter: the text itself drafts, and the output is still plain greedy decoding's.
+    run_specdec(out err rc generate --target models/target --method lookup --prompt "${prompt}" --max-new-tokens 40)
+    expect_rc(0 "${rc}" "${err}" "generate --method lookup")
+    if(NOT out STREQUAL ar)
+        message(FATAL_ERROR "generate --method lookup printed\n${out}\nplain decoding (--method ar) printed\n${ar}")
+    endif()
+    expect_match("^lookup: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
+        "${err}" "generate --method lookup's summary")
     string(FIND "${ar}" "${prompt}" at)
     if(NOT at EQUAL 0)
         message(FATAL_ERROR "the output does not start with the prompt:\n${ar}")
@@ -202,7 +210,10 @@ elseif(CASE STREQUAL "errors")
                            "generate;--target;models/target;--draft;--help;--prompt;x|option '--draft' needs a value \\(PATH\\), found the option '--help'"
                            "generate;--target;models/target;--prompt;a;--prompt;b|option '--prompt' is given twice \\('a' and 'b'\\)"
                            "generate;--target;models/target;--target=models/small;--prompt;a|option '--target' is given twice"
-                           "generate;--target;models/target;--prompt;x;--top-p;0|option '--top-p': 0 is outside \\(0, 1\\]")
+                           "generate;--target;models/target;--prompt;x;--top-p;0|option '--top-p': 0 is outside \\(0, 1\\]"
+                           "generate;--target;models/target;--draft;models/small;--method;lookup;--prompt;x|--method lookup drafts from the text itself: drop --draft"
+                           "generate;--target;models/target;--draft;models/small;--ngram;2;--prompt;x|option '--ngram' applies to --method lookup"
+                           "generate;--target;models/target;--method;lookup;--ngram;0;--prompt;x|option '--ngram'")
         string(REPLACE "|" ";" parts "${args_and_regex}")
         list(POP_BACK parts regex)
         run_specdec(out err rc ${parts})
