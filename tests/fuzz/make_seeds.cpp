@@ -5,7 +5,7 @@
 //
 //     g++ -std=c++20 -O1 -I. tests/fuzz/make_seeds.cpp -o build/make_seeds -pthread && build/make_seeds
 //
-// from the repository root (it replaces tests/fuzz/seeds/).
+// from the repository root (it rewrites its own seeds and leaves the others in tests/fuzz/seeds/).
 // SPDX-License-Identifier: MIT
 #include <cstdio>
 #include <cstring>
@@ -115,6 +115,15 @@ void glide_seeds() {
     const Config target = tiny(2, true);
     for (const auto& [name, cross] : {std::pair{"tiny_cross", true}, std::pair{"tiny_vanilla", false}}) {
         const GlideConfig gc = glide_config_for(tiny(1, true), target, cross);
+        save_glide_checkpoint(dir, gc, random_glide_weights(gc, 3), SaveFormat::kBF16);
+        put("glide_checkpoint", name, packed(dir));
+    }
+    // Beside a target with RoPE scaling: glide_target_rope_scaling, as rope_scaling and as a factor table.
+    Config llama3 = target, table = target;
+    llama3.rope_scaling = {.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 16};
+    table.rope_scaling = {.type = RopeScalingType::kFactors, .factors = std::vector<float>(target.head_dim() / 2, 2.0f)};
+    for (const auto& [name, scaled] : {std::pair{"tiny_cross_llama3", &llama3}, std::pair{"tiny_cross_factors", &table}}) {
+        const GlideConfig gc = glide_config_for(tiny(1, true), *scaled, true);
         save_glide_checkpoint(dir, gc, random_glide_weights(gc, 3), SaveFormat::kBF16);
         put("glide_checkpoint", name, packed(dir));
     }
@@ -299,7 +308,8 @@ void gguf_seeds() {
 }  // namespace
 
 int main() try {
-    fs::remove_all(kSeeds);
+    // Its own seeds are overwritten; the others stay (inputs fuzzing found, kept as regressions, and seeds
+    // other tools wrote), so a rerun loses none of them.
     fs::create_directories(kScratch);
     json_seeds();
     safetensors_seeds();
