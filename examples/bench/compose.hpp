@@ -154,14 +154,22 @@ inline std::vector<std::string> drafter_names(const MethodSpec& m) {
 /// q is not their law).
 enum class TreeKind { kChain, kSampledTree, kDeterministicTree };
 
+/// The drafter models' calls and time; none for a proposer without a model (prompt lookup). A function
+/// template of its own, not a branch in run_with's lambda, where nvcc would compile the discarded call.
+template <class P>
+std::vector<DrafterUsage> usage_of(P& proposer) {
+    if constexpr (requires { proposer.usage(); })
+        return proposer.usage();
+    else
+        return {};
+}
+
 template <class P, class B>
 Run run_with(CpuModel& target, P& proposer, B builder, TreeKind kind, std::span<const int> prompt, const GenerateOptions& opts) {
     TreeVerifier verifier;
     const auto go = [&](auto acceptor, const char* precondition) {
         Generation g = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, opts);
-        std::vector<DrafterUsage> usage;
-        if constexpr (requires { proposer.usage(); }) usage = proposer.usage();
-        return Run{std::move(g), std::move(usage), precondition};
+        return Run{std::move(g), usage_of(proposer), precondition};
     };
     if (opts.sampling.greedy()) return go(GreedyMatch{}, "greedy match: the target's argmax decides, for any tree");
     switch (kind) {
