@@ -6,6 +6,8 @@
 // (--methods names a subset; the baseline always runs):
 //   autoregressive                the baseline: one target forward per token
 //   chain        chain 4          the `small` Llama drafter as a CudaModel (ModelProposer, Chain of 4)
+//   lookup       prompt lookup 4  no drafter: a chain of 4 copied from what followed the text's last
+//                                 n-gram earlier on (examples/prompt_lookup.hpp), drafting for free
 //   tree         token trees      with the small drafter, taken by name from --methods-file
 //   mcsd                          (methods_scale.json): "tree small top2 2-2-1" (a deterministic top-2
 //                                 tree) and "MCSD small 4-2-2-1" (improved MCSD's draft-initialised
@@ -123,6 +125,7 @@ struct Choice {
 };
 constexpr Choice kChoices[] = {
     {"chain", nullptr},                        // chain 4 with --small
+    {"lookup", nullptr},                       // prompt lookup, a chain of 4, no drafter
     {"tree", "tree small top2 2-2-1"},         // a deterministic top-k tree
     {"mcsd", "MCSD small 4-2-2-1"},            // improved MCSD's draft-initialised k-config
     {"cs-drafting", "CS(small, MaG)"},         // CS Drafting's vertical cascade
@@ -407,6 +410,13 @@ Loaded load_models(const Args& args, const std::vector<bench::MethodSpec>& entri
         chain.gamma = kGamma;
         m.methods.push_back({chain, about.at(args.small)});
     }
+    if (chosen(args, "lookup")) {
+        bench::MethodSpec lookup;
+        lookup.name = "prompt lookup " + std::to_string(kGamma);
+        lookup.kind = bench::MethodKind::kLookup;
+        lookup.gamma = kGamma;
+        m.methods.push_back({lookup, "no drafter: the text's n-grams"});
+    }
     for (const bench::MethodSpec& s : entries) {
         bool ready = true;
         for (const std::string& name : bench::drafter_names(s)) ready = ready && load_drafter(name, "'" + s.name + "'");
@@ -563,6 +573,10 @@ Generation generate(const Method& method, Backend<Model, Feature, Glide>& b, std
         case MethodKind::kEagle2:
             return with_proposer(b, s.drafter, [&](auto& p) { return greedy(*b.target, p, s.eagle2, prompt, opts); });
         case MethodKind::kCascade: return cascade(s, b, prompt, opts);
+        case MethodKind::kLookup: {  // the text drafts: nothing runs but the target
+            example::PromptLookup p{.vocab = b.target->vocab_size(), .max_ngram = s.max_ngram, .max_draft = s.gamma};
+            return greedy(*b.target, p, Chain{.gamma = s.gamma}, prompt, opts);
+        }
         default: break;  // chosen_entries refuses the other kinds
     }
     detail::fail("bench", "method '" + s.name + "': its kind (" + bench::method_name(s.kind) + ") does not run here");
