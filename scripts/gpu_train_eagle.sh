@@ -25,6 +25,8 @@
 #   4. the EAGLE layout's golden logits again (scripts/make_eagle_golden.py, needs torch) -> logits.json: where
 #      transformers is installed its LlamaDecoderLayer cross-checks the plain forward (the committed file
 #      was written on a CPU without transformers); commit it if its cross_check line names transformers
+#   4b. transformers' Mistral with a sliding window (scripts/make_mistral_golden.py) -> mistral_golden.tgz,
+#      to unpack into tests/data/ and commit (tests/io/test_mistral_golden.cpp is skipped until then)
 #   5. with the time left, the token-level drafters on the GPU, 100 steps each: train_demo model small,
 #      edd edd, glide glide --device cuda --steps 100 -> <kind>_train_log.json (held-out loss of the
 #      shipped bf16 checkpoint, measured on the CPU, tokens/s, MFU), beside the same 100 steps on the CPU
@@ -84,14 +86,21 @@ if python3 -c "import torch, safetensors" 2>/dev/null; then
 else
     echo "golden: skipped, torch or safetensors does not import" | tee -a "$out/summary.txt"
 fi
+# transformers' Mistral with a sliding window (tests/io/test_mistral_golden.cpp): the folder comes back packed.
+if python3 -c "import torch, transformers" 2>/dev/null; then
+    step mistral 45 mistral.log python3 scripts/make_mistral_golden.py &&
+        tar czf "$out/mistral_golden.tgz" -C tests/data mistral_golden
+else
+    echo "mistral: skipped, torch or transformers does not import" | tee -a "$out/summary.txt"
+fi
 for run in "model small" "edd edd" "glide glide"; do
     read -r kind name <<< "$run"
     step "$kind" 60 "$kind.log" "$bin/train_demo" "$kind" "$name" --device cuda --out "$models/token" --steps 100 &&
         cp "$models/token/$name/train_log.json" "$out/${kind}_train_log.json"
 done
 
-# The device tool brings back 8 files: the summary, the log and chart of the training, the GPU benchmark's
-# table (markdown and CSV), the golden logits; everything else packed.
+# The device tool brings back few files: the summary, the log and chart of the training, the GPU benchmark's
+# table (markdown and CSV), the golden logits, the Mistral golden; everything else packed.
 [ -f "$out/spec/spec.csv" ] && cp "$out/spec/spec.csv" "$out/spec.csv"
 [ -f "$out/spec/spec.md" ] && cp "$out/spec/spec.md" "$out/spec.md"
 (
