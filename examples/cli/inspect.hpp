@@ -117,9 +117,6 @@ inline void print_config(const Config& c, const char* source) {
     if (c.attention_head_dim > 0) std::printf("  %-28s %d\n", "head_dim", c.attention_head_dim);
     if (c.rope_scaling.type != RopeScalingType::kNone)
         std::printf("  %-28s %s\n", "rope_scaling", detail::rope_scaling_string(c.rope_scaling).c_str());
-    if (c.sliding_window > 0)
-        std::printf("  %-28s %d (the context is capped at it, where full attention is exact)\n", "sliding_window",
-                    c.sliding_window);
 }
 
 /// llama2.c's header version: 1 or 2 after the magic "ak42", else the legacy version 0.
@@ -188,6 +185,10 @@ inline int run_inspect(const Args& args) {
             print_config_json(path);
             // GLIDE and EDD drafters carry more fields; load_config reads the Llama ones all of them share.
             config = load_config(path / "config.json");
+            if (config.sliding_window > 0)  // Mistral's window: the context the models hold (docs/formats.md)
+                std::printf("  read as: max_position_embeddings %d, capped at the sliding window (full attention "
+                            "is exact within it)\n",
+                            config.max_position_embeddings);
             for (const fs::path& file : safetensors_files(path)) {
                 const SafetensorsFile st = SafetensorsFile::open(file);
                 for (const TensorInfo& t : st.tensors())
