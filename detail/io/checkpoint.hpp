@@ -44,10 +44,10 @@ struct Checkpoint {
 /// Config::sliding_window), a Qwen2Config (model_type qwen2: Config::qkv_bias) or a Qwen3Config (qwen3:
 /// Config::qk_norm, head_dim 128 unless given) without a sliding window: head_dim, and RoPE scaling of
 /// rope_type linear, llama3 or yarn in either spelling (4.x's rope_theta + rope_scaling, 5.x's
-/// rope_parameters; both present must agree), are honoured. Fields we cannot honour (Llama's biases, Qwen's
-/// sliding window, experts, another activation,
-/// another rope_type) are errors naming the field, and so is any key on none of the lists below
-/// (kConfigKeysRead, kConfigKeysInert, the Qwen and drafters' lists): never silently ignored.
+/// rope_parameters; both present must agree), are honoured. Fields we cannot honour (Llama's biases,
+/// Qwen's sliding window, experts, another activation, another rope_type) are errors naming the field, and
+/// so is any key on none of the lists below (kConfigKeysRead, kConfigKeysInert, the Qwen and drafters'
+/// lists): never silently ignored.
 /// `also_known`: keys a caller's own loader reads beside this one (EAGLE's "bias").
 SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<const std::string_view> also_known = {});
 SPECDEC_INLINE void save_config(const Config& c, const std::filesystem::path& path, std::string_view torch_dtype = "float32");

@@ -476,7 +476,7 @@ public:
             positions_[i] = cache_len_ + tree[first + i].depth;
         }
         detail::rope_table(rope_cs_, positions_, inv_freq_, rope_attention_factor(c));
-        detail::rope_table(cross_cs_, positions_, cross_inv_freq_, rope_attention_factor(cfg_.cross_rope()));
+        detail::rope_table(cross_cs_, positions_, cross_inv_freq_, cross_attention_factor_);
 
         for (int i = 0; i < n; ++i)
             std::copy_n(&w_.embed[static_cast<std::size_t>(tree[first + i].token) * D], D, &x_[i * D]);
@@ -697,7 +697,10 @@ private:
         head_ = make(nullptr, {&w_.output_matrix()}, c.vocab_size, D);
         inv_freq_ = rope_inverse_frequencies(c);  // rope_scaling applied, as CpuModel
         // The cross queries rotate like the target's keys: its head_dim, RoPE base and scaling.
-        if (cfg_.glide_cross_attention) cross_inv_freq_ = rope_inverse_frequencies(cfg_.cross_rope());
+        if (cfg_.glide_cross_attention) {
+            cross_inv_freq_ = rope_inverse_frequencies(cfg_.cross_rope());
+            cross_attention_factor_ = rope_attention_factor(cfg_.cross_rope());  // YaRN's cos/sin factor, else 1
+        }
     }
 
     struct LayerMatrices {
@@ -714,6 +717,7 @@ private:
     detail::Matrix head_;                     // (V, D)
     std::vector<double> inv_freq_;            // (hd/2) the drafter's RoPE frequencies
     std::vector<double> cross_inv_freq_;      // (d_k/2) the target's
+    double cross_attention_factor_ = 1.0;     // the target's cos/sin factor (YaRN), as its keys carry it
     int cache_len_ = 0;      // T
     int n_computed_ = 0;     // nodes of the current tree whose KV rows sit after the committed ones
     detail::KvCache kv_;                    // (N_D, C, Hkv*hd) keys and values
