@@ -131,6 +131,7 @@
 #include "detail/policies/next_token.hpp"             // defines: prefill, next_token_logits, next_token_distribution
 #include "detail/policies/proposers.hpp"              // defines: ModelProposer, NoProposer
 #include "detail/policies/padded_vocab.hpp"           // defines: PaddedVocabProposer (a drafter whose vocabulary is a prefix of the target's)
+#include "detail/policies/text_bridge.hpp"            // defines: TextBridgeProposer, TextCodec (a drafter with a tokenizer of its own)
 #include "detail/policies/tree_builders.hpp"          // defines: RootOnly, Chain, KAryTree, DrawPolicy
 #include "detail/policies/verifier.hpp"               // defines: TreeVerifier
 #include "detail/policies/acceptors.hpp"              // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling
