@@ -54,6 +54,8 @@ struct Models {
     std::map<std::string, std::unique_ptr<FeatureDrafter>> features;         // EAGLE / FSPAD drafters (read the target's features)
     std::map<std::string, double> cost_ratios;                                // s_d/s_t per drafter shape (cost_key), when a PCT needs it
     std::unique_ptr<Bigram> bigram;                                           // Max-Gram's table, when a cascade needs it
+    std::map<std::string, std::unique_ptr<Tokenizer>> tokenizers;            // "target" and each text drafter's, when a
+                                                                              // text method drafts through the text
     std::vector<ModelInfo> info;  // target first
 
     /// The folder name of a drafter model object (for per-model call counts).
@@ -356,6 +358,11 @@ SPECDEC_BENCH_INLINE Run run_method(const MethodSpec& m, Models& models, std::sp
                 return run_with(*models.target, proposer, DynamicFork<>{.width = m.width, .max_depth = m.max_depth},
                                 TreeKind::kSampledTree, prompt, opts);
             });
+        case MethodKind::kText: {  // a drafter of another tokenizer: deterministic drafts through the text
+            TextBridgeProposer bridge(*models.drafters.at(m.drafter), *models.tokenizers.at("target"),
+                                      *models.tokenizers.at(m.drafter), models.target->vocab_size(), m.gamma);
+            return run_with(*models.target, bridge, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);
+        }
         case MethodKind::kLookup: {  // a deterministic chain: q one-hot, so SpeculativeSampling is exact at any T
             example::PromptLookup lookup{.vocab = models.target->vocab_size(), .max_ngram = m.max_ngram, .max_draft = m.gamma};
             return run_with(*models.target, lookup, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);

@@ -199,6 +199,12 @@ inline std::vector<Prompt> load_prompts(const fs::path& path, int n, const Token
 
 // ---- models ------------------------------------------------------------------------------------------
 
+/// The target's tokenizer: its folder's tokenizer.json, else the shared one beside the models.
+inline Tokenizer load_tokenizer(const fs::path& models) {
+    const fs::path own = models / "target" / "tokenizer.json";
+    return Tokenizer::load(fs::exists(own) ? own : models / "tokenizer.json");
+}
+
 /// load_checkpoint reads every tensor into heap vectors (not a file mapping): the measured memory is
 /// ordinary memory, and the warm-up generations touch every page before timing. A folder whose
 /// config.json has GLIDE's fields holds a GLIDE drafter, built next to the loaded target.
@@ -266,6 +272,15 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
                                        ? 2L * shape.num_hidden_layers * shape.hidden_size * g.config.cross_dim() : 0L;
                 m.glides[name] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *m.target, opt);
                 m.info.push_back({name, shape, matrix_params(shape) + cross});
+            } else if (s.kind == MethodKind::kText) {  // a tokenizer of its own: any vocabulary
+                Checkpoint ck = load_checkpoint(dir / name);
+                detail::require(fs::exists(dir / name / "tokenizer.json"), "bench", [&] {
+                    return (dir / name / "tokenizer.json").string() + " is missing: method '" + s.name +
+                           "' drafts through the text with the drafter's own tokenizer";
+                });
+                m.tokenizers[name] = std::make_unique<Tokenizer>(Tokenizer::load(dir / name / "tokenizer.json"));
+                m.info.push_back({name, ck.config, matrix_params(ck.config)});
+                m.drafters[name] = std::make_unique<CpuModel>(ck.config, std::move(ck.weights), opt);
             } else {
                 Checkpoint ck = load_checkpoint(dir / name);
                 detail::require(ck.config.vocab_size == m.target->vocab_size(), "bench", [&] {
@@ -276,6 +291,8 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
                 m.drafters[name] = std::make_unique<CpuModel>(ck.config, std::move(ck.weights), opt);
             }
         }
+        if (s.kind == MethodKind::kText && !m.tokenizers.count("target"))
+            m.tokenizers["target"] = std::make_unique<Tokenizer>(load_tokenizer(dir));
         if (s.kind == MethodKind::kCascade && !m.bigram) {
             if (!fs::exists(dir / "bigram.json"))
                 detail::fail("bench", (dir / "bigram.json").string() + ": Max-Gram's bigram table is missing, needed by method '" +
@@ -286,10 +303,6 @@ inline Models load_models(const fs::path& dir, const std::vector<MethodSpec>& me
     return m;
 }
 
-inline Tokenizer load_tokenizer(const fs::path& models) {
-    const fs::path own = models / "target" / "tokenizer.json";
-    return Tokenizer::load(fs::exists(own) ? own : models / "tokenizer.json");
-}
 
 
 // ---- measuring ---------------------------------------------------------------------------------------
@@ -557,7 +570,8 @@ inline std::string json_of(const Results& res) {
         o.set("kind", method_name(r.spec.kind));
         if (!r.spec.about.empty()) o.set("about", r.spec.about);
         if (!r.spec.drafter.empty()) o.set("drafter", r.spec.drafter);
-        if (r.spec.kind == MethodKind::kChain || r.spec.kind == MethodKind::kExpanded || r.spec.kind == MethodKind::kLookup)
+        if (r.spec.kind == MethodKind::kChain || r.spec.kind == MethodKind::kExpanded || r.spec.kind == MethodKind::kLookup ||
+            r.spec.kind == MethodKind::kText)
             o.set("gamma", r.spec.gamma);
         if (r.spec.kind == MethodKind::kLookup) o.set("max_ngram", r.spec.max_ngram);
         if (r.spec.kind == MethodKind::kCascade) {

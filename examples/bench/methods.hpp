@@ -38,6 +38,7 @@ enum class MethodKind {
     kFork,            // improved MCSD's dynamic configuration: W sampled chains of depth D (static: no early stop)
     kLookup,          // prompt lookup (Saxena 2023; examples/prompt_lookup.hpp): no drafter model, a chain copied
                       // from what followed the text's last n-gram earlier on
+    kText,            // a drafter with a tokenizer of its own drafting through the text (TextBridgeProposer)
     kRegistered,      // a composition a program registered (harness.hpp's register_method); never in methods.json
 };
 
@@ -86,6 +87,7 @@ inline const char* method_name(MethodKind k) {
         case MethodKind::kTargetInit: return "target_initialised";
         case MethodKind::kFork: return "fork";
         case MethodKind::kLookup: return "lookup";
+        case MethodKind::kText: return "text";
         case MethodKind::kRegistered: return "registered";
     }
     return "?";
@@ -119,6 +121,7 @@ inline long draft_nodes(const MethodSpec& m) {
         case MethodKind::kTargetInit: return std::min<long>(m.seeds * (1 + k_config_nodes(m.k_config)), kMaxTreeNodes + 1);
         case MethodKind::kFork: return static_cast<long>(m.width) * m.max_depth;
         case MethodKind::kLookup: return m.gamma;
+        case MethodKind::kText: return m.gamma;
         case MethodKind::kRegistered: return m.max_drafts;  // MethodOptions::max_drafts
     }
     return 0;
@@ -207,8 +210,9 @@ inline MethodKind parse_kind(const EntryReader& r, const std::string& s) {
     if (s == "target_initialised") return MethodKind::kTargetInit;
     if (s == "fork") return MethodKind::kFork;
     if (s == "lookup") return MethodKind::kLookup;
+    if (s == "text") return MethodKind::kText;
     r.fail("method", "unknown method \"" + s + "\"; known: autoregressive, chain, tree, expanded, cascade, pct, eagle2, "
-                     "target_initialised, fork, lookup");
+                     "target_initialised, fork, lookup, text");
 }
 
 inline DrawPolicy parse_draw(const EntryReader& r, const std::string& s, const char* field = "draw") {
@@ -225,7 +229,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
     m.name = r.string("name", r.need("name", "every entry is named"));
     if (m.name.empty()) r.fail("name", "is empty");
     r.set_name(m.name);
-    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct, eagle2, target_initialised, fork or lookup")));
+    m.kind = parse_kind(r, r.string("method", r.need("method", "autoregressive, chain, tree, expanded, cascade, pct, eagle2, target_initialised, fork, lookup or text")));
 
     // Which fields each method takes; anything else is a typo or a field of another method.
     std::set<std::string> allowed{"name", "method", "about"};
@@ -245,6 +249,7 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
             break;
         case MethodKind::kFork: allowed.insert({"drafter", "width", "max_depth"}); break;
         case MethodKind::kLookup: allowed.insert({"gamma", "max_ngram"}); break;
+        case MethodKind::kText: allowed.insert({"drafter", "gamma"}); break;
         case MethodKind::kRegistered: break;  // parse_kind never yields it
     }
     for (const json::Member& f : v.as_object())
@@ -387,6 +392,10 @@ inline MethodSpec parse_entry(const json::Value& v, const std::string& origin, s
         case MethodKind::kLookup:  // no drafter: the text is the draft's source
             m.gamma = r.integer("gamma", r.need("gamma", "tokens copied per step"), 1, kMaxGamma);
             if (const json::Value* v = r.find("max_ngram")) m.max_ngram = r.integer("max_ngram", *v, 1, 64);
+            return m;
+        case MethodKind::kText:  // a Llama drafter whose folder holds its own tokenizer.json
+            m.drafter = drafter();
+            m.gamma = r.integer("gamma", r.need("gamma", "target tokens drafted per step"), 1, kMaxGamma);
             return m;
         case MethodKind::kRegistered: return m;
     }

@@ -136,6 +136,8 @@ inline std::string describe(const MethodSpec& m) {
         case MethodKind::kFork:
             return "fork of " + std::to_string(m.width) + " chains, depth " + std::to_string(m.max_depth) + ", drafter " +
                    m.drafter;
+        case MethodKind::kText:
+            return "chain through the text, drafter " + m.drafter + " with its own tokenizer, gamma " + std::to_string(m.gamma);
         case MethodKind::kLookup:
             return "prompt lookup (no drafter model), gamma " + std::to_string(m.gamma) + ", n-grams of " +
                    std::to_string(m.max_ngram) + " down to 1";

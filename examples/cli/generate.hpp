@@ -34,15 +34,16 @@ inline const std::vector<Flag>& generate_flags() {
     static const std::vector<Flag> flags{
         {"target", "PATH", "the target model: an HF folder, a llama2.c .bin or a .gguf (required)"},
         {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE, EDD, EAGLE or FSPAD drafter), a .bin or a .gguf"},
-        {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 | lookup (default: sd with --draft, else ar; "
-                           "lookup needs no drafter)"},
+        {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 | lookup | text (default: sd with --draft, else "
+                           "ar; lookup needs no drafter, text takes one of any tokenizer)"},
         {"prompt", "TEXT", "the text to continue (required)"},
         {"max-new-tokens", "N", "new tokens to generate (default 64)"},
         {"temperature", "T", "0 = greedy (default); > 0 samples, losslessly"},
         {"top-p", "P", "nucleus sampling mass, in (0, 1] (default 1 = off)"},
         {"top-k", "K", "keep the K most likely tokens (default 0 = off)"},
         {"seed", "S", "seed of every random draw (default 0)"},
-        {"gamma", "G", "drafts per step: sd, lookup (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, 3 Max-Gram)"},
+        {"gamma", "G", "drafts per step: sd, lookup, text (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, "
+                       "3 Max-Gram)"},
         {"ngram", "N", "lookup: match the text's last N tokens, else fewer, down to 1 (default 3)"},
         {"k-config", "LIST", "tree: children per node at each depth (default 2,2,1)"},
         {"draw", "HOW", "tree: topk (default) | with_replacement | without_replacement"},
@@ -69,7 +70,8 @@ inline std::string generate_usage() {
         "cs (CS Drafting: the drafter reviewing Max-Gram), glide (a GLIDE drafter with CAPE), edd (an EDD drafter,\n"
         "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree; with an EAGLE or FSPAD drafter,\n"
         "drafting from the target's features), lookup (prompt lookup: no drafter, a chain copied from what followed\n"
-        "the text's last tokens earlier on; for a target that has no drafter).",
+        "the text's last tokens earlier on; for a target that has no drafter), text (a drafter with a tokenizer of\n"
+        "its own drafts as text, re-encoded into the target's tokens; both tokenizers as tokenizer.json).",
         generate_flags());
 }
 
@@ -113,19 +115,22 @@ inline bench::MethodSpec method_spec(const Args& args, const std::string& method
         m.pct.expand_threshold = 0.0f;
     } else if (method == "eagle2") {
         m.kind = MethodKind::kEagle2;
+    } else if (method == "text") {  // a drafter of another tokenizer drafting through the text (TextBridgeProposer)
+        m.kind = MethodKind::kText;
+        m.gamma = gamma;
     } else if (method == "lookup") {  // prompt lookup (examples/prompt_lookup.hpp): the text itself drafts
         m.kind = MethodKind::kLookup;
         m.drafter.clear();
         m.gamma = gamma;
         m.max_ngram = static_cast<int>(args.integer("ngram", 3, 1, 64));
     } else {
-        throw UsageError("option '--method': '" + method + "'; known: ar, sd, tree, cs, glide, edd, pct, eagle2, lookup");
+        throw UsageError("option '--method': '" + method + "'; known: ar, sd, tree, cs, glide, edd, pct, eagle2, lookup, text");
     }
     for (const char* flag : {"k-config", "draw"})
         if (args.has(flag) && m.kind != MethodKind::kTree) throw UsageError(std::string("option '--") + flag + "' applies to --method tree");
     if (args.has("gamma") && m.kind != MethodKind::kChain && m.kind != MethodKind::kExpanded && m.kind != MethodKind::kCascade &&
-        m.kind != MethodKind::kLookup)
-        throw UsageError("option '--gamma' applies to --method sd, cs, glide, edd and lookup");
+        m.kind != MethodKind::kLookup && m.kind != MethodKind::kText)
+        throw UsageError("option '--gamma' applies to --method sd, cs, glide, edd, lookup and text");
     if (args.has("ngram") && m.kind != MethodKind::kLookup) throw UsageError("option '--ngram' applies to --method lookup");
     if (args.has("bigram") && m.kind != MethodKind::kCascade) throw UsageError("option '--bigram' applies to --method cs");
     return m;
@@ -169,8 +174,17 @@ inline VocabCompatibility check_vocabularies(const LoadedModel& target, int draf
         });
         return c;
     } catch (const error& e) {
-        throw error(e.what() + files());
+        throw error(e.what() + files() + "; hint: --method text drafts through the text, whatever the drafter's tokenizer");
     }
+}
+
+/// --method text reads both tokenizers as tokenizer.json (the Tokenizer that TextBridgeProposer encodes with).
+inline std::unique_ptr<Tokenizer> tokenizer_json(const fs::path& file, const fs::path& model) {
+    detail::require(file.extension() == ".json", "cli", [&] {
+        return model.string() + ": --method text reads a tokenizer.json beside each model, and this one's tokenizer is " +
+               (file.empty() ? std::string("missing") : file.string()) + "; give one with --tokenizer or --draft-tokenizer";
+    });
+    return std::make_unique<Tokenizer>(Tokenizer::load(file));
 }
 
 inline bool use_color(const std::string& when) {
@@ -266,8 +280,9 @@ inline int run_generate(const Args& args) {
                                                       "glide_cross_attention), this one is " + kind_name);
         if (method == "edd" && kind != "edd")
             detail::fail("cli", draft_path.string() + ": --method edd needs an EDD drafter (model_type \"edd\" in config.json)");
-        if (method == "cs" && kind != "llama")
-            detail::fail("cli", draft_path.string() + ": --method cs reviews with a plain Llama drafter, this is a " + kind + " drafter");
+        if ((method == "cs" || method == "text") && kind != "llama")
+            detail::fail("cli", draft_path.string() + ": --method " + method + " drafts with a plain Llama drafter, this is a " +
+                                    kind + " drafter");
         const fs::path draft_tok_arg = args.has("draft-tokenizer") ? fs::path(args.text("draft-tokenizer")) : fs::path{};
         Config draft_config;
         if (kind == "edd") {
@@ -293,7 +308,12 @@ inline int run_generate(const Args& args) {
         } else {
             LoadedModel d = load_model(draft_path, draft_tok_arg, in_place);
             draft_config = d.checkpoint.config;
-            check_vocabularies(target, draft_config.vocab_size, draft_path, d.vocab, d.tokenizer_path);
+            if (spec.kind == bench::MethodKind::kText) {  // any vocabulary: the drafts go through the text
+                models.tokenizers["target"] = tokenizer_json(target.tokenizer_path, target_path);
+                models.tokenizers["draft"] = tokenizer_json(d.tokenizer_path, draft_path);
+            } else {
+                check_vocabularies(target, draft_config.vocab_size, draft_path, d.vocab, d.tokenizer_path);
+            }
             models.drafters["draft"] = std::make_unique<CpuModel>(d.checkpoint.config, std::move(d.checkpoint.weights), model_opts);
         }
         if (kind != "llama") {  // GLIDE, EDD and feature drafter folders are HF folders: their tokenizer is in the usual place

@@ -75,6 +75,20 @@ TEST_CASE("a lookup entry needs no drafter: gamma tokens copied per step, n-gram
                       Contains("field 'max_ngram'"));
 }
 
+TEST_CASE("a text entry names a drafter of any tokenizer and its gamma", "[bench]") {
+    const std::vector<MethodSpec> m =
+        parse_methods(with_entry(R"({"name": "text g4", "method": "text", "drafter": "other", "gamma": 4})"), "m.json");
+    CHECK(m[1].kind == MethodKind::kText);
+    CHECK(m[1].drafter == "other");
+    CHECK(m[1].gamma == 4);
+    CHECK(draft_nodes(m[1]) == 4);
+    CHECK(html::describe(m[1]) == "chain through the text, drafter other with its own tokenizer, gamma 4");
+    using Catch::Contains;
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "text", "gamma": 4})"), "m.json"), Contains("field 'drafter'"));
+    CHECK_THROWS_WITH(parse_methods(with_entry(R"({"name": "t", "method": "text", "drafter": "other"})"), "m.json"),
+                      Contains("field 'gamma'"));
+}
+
 TEST_CASE("a bad methods entry is an error naming the file, the entry and the field", "[bench]") {
     using Catch::Contains;
     SECTION("an unknown method") {

@@ -241,15 +241,22 @@ TEST_CASE("the parameters GLIDE's drafter reads per forward include its cross-at
     CHECK(params("vanilla") == bench::matrix_params(load_glide_checkpoint(repo / "models/vanilla").config.draft));
 }
 
-TEST_CASE("prompt lookup runs from a methods file with no drafter, greedy identical, no drafter calls", "[bench][harness]") {
+TEST_CASE("prompt lookup and a drafter through the text run from a methods file, greedy identical", "[bench][harness]") {
     const TempDir dir;
     const fs::path methods = dir.path / "methods.json";
     std::ofstream(methods) << R"([{"name": "autoregressive", "method": "autoregressive"},
-                                  {"name": "lookup g4", "method": "lookup", "gamma": 4}])";
+                                  {"name": "lookup g4", "method": "lookup", "gamma": 4},
+                                  {"name": "small as text g4", "method": "text", "drafter": "small", "gamma": 4}])";
     REQUIRE(run_bench(bench::Registry{}, dir.path, {"--methods", methods.string()}) == 0);
     const json::Value root = json::parse(read_all(dir.path / "table.json"), "table.json");
-    int rows = 0;
+    int rows = 0, text_rows = 0;
     for (const json::Value& row : root.at("rows").as_array()) {
+        if (row.at("kind").as_string() == "text") {  // the small drafter through the text: it drafts, and is priced
+            ++text_rows;
+            CHECK(row.at("n_draft_calls").as_int() > 0);
+            if (row.at("temperature").as_double() == 0.0)
+                CHECK(row.at("lossless").as_string() == "greedy identity measured: 1/1 prompts identical to autoregressive");
+        }
         if (row.at("kind").as_string() != "lookup") continue;
         ++rows;
         CHECK(row.at("gamma").as_int() == 4);
@@ -260,6 +267,7 @@ TEST_CASE("prompt lookup runs from a methods file with no drafter, greedy identi
             CHECK(row.at("lossless").as_string() == "greedy identity measured: 1/1 prompts identical to autoregressive");
     }
     CHECK(rows == 2);
+    CHECK(text_rows == 2);
 }
 
 TEST_CASE("the benchmark's flags are refused by name: unknown, without a value, out of range", "[bench][harness]") {

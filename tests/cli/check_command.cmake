@@ -316,6 +316,17 @@ elseif(CASE STREQUAL "vocab")
     expect_match("^specdec: \\[specdec\\.vocab\\] the drafter's tokenizer differs from the target's at 2 of the 4096 ids they share \\(id 49: target 'Q', drafter 'R'; id 50: target 'R', drafter 'Q'\\)"
         "${err}" "a mismatched tokenizer's message")
     expect_match("swapped\\.json" "${err}" "a mismatched tokenizer's message names the file")
+    expect_match("hint: --method text" "${err}" "a mismatched tokenizer's message points to --method text")
+    # --method text takes that drafter all the same: it drafts through the text (TextBridgeProposer), and
+    # the output is still plain greedy decoding's.
+    run_specdec(out err rc generate --target models/target --draft models/small --draft-tokenizer ${WORK}/swapped.json
+        --method text --prompt "${prompt}" --max-new-tokens 24)
+    expect_rc(0 "${rc}" "${err}" "generate --method text with another tokenizer")
+    if(NOT out STREQUAL ar)
+        message(FATAL_ERROR "--method text printed\n${out}\nplain decoding printed\n${ar}")
+    endif()
+    expect_match("^text: 24 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
+        "${err}" "generate --method text's summary")
 elseif(CASE STREQUAL "scale")
     # --target-scale 110m: the target widened to 110M cost (docs/widening.md) prints the greedy text of the
     # trained one, with a Llama drafter and with drafters widened with it (EDD's; FSPAD's sampler and PAD
