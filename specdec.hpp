@@ -87,6 +87,7 @@
 #include "detail/core/rng.hpp"                        // defines: philox4x32, StepRng, RngStream (counter-based randomness)
 #include "detail/core/sampling.hpp"                   // defines: Sampling, processed_probs, draft_probs, argmax, sample_index
 #include "detail/core/views.hpp"                      // defines: Rows (per-node logits), KvView
+#include "detail/core/text_codec.hpp"                 // defines: TextCodec (a model's ids and text; text_codec(Tokenizer) in io)
 #include "detail/core/tree.hpp"                       // defines: Tree, Node, Draw, validate_path, pruned
 #include "detail/core/concepts.hpp"                   // defines: LanguageModel, ExposesKV, ExposesHidden, ExposesCommittedHidden, Proposer, TreeBuilder,
                                                       //          Verifier, Acceptor, StepContext, StepOutcome, AcceptResult
@@ -131,7 +132,7 @@
 #include "detail/policies/next_token.hpp"             // defines: prefill, next_token_logits, next_token_distribution
 #include "detail/policies/proposers.hpp"              // defines: ModelProposer, NoProposer
 #include "detail/policies/padded_vocab.hpp"           // defines: PaddedVocabProposer (a drafter whose vocabulary is a prefix of the target's)
-#include "detail/policies/text_bridge.hpp"            // defines: TextBridgeProposer, TextCodec (a drafter with a tokenizer of its own)
+#include "detail/policies/text_bridge.hpp"            // defines: TextBridgeProposer (a drafter with a tokenizer of its own)
 #include "detail/policies/tree_builders.hpp"          // defines: RootOnly, Chain, KAryTree, DrawPolicy
 #include "detail/policies/verifier.hpp"               // defines: TreeVerifier
 #include "detail/policies/acceptors.hpp"              // defines: GreedyMatch, SampleAndMatch, MultiDraftSampling, SpeculativeSampling

@@ -22,6 +22,7 @@
 
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
+#include "../core/text_codec.hpp"
 #include "json.hpp"
 #include "nfc.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
@@ -616,6 +617,23 @@ private:
     json::Value normalizer_json_, pre_tokenizer_json_, post_processor_json_, decoder_json_;
     json::Value unk_token_json_;
 };
+
+/// `t` as a TextCodec (a drafter of another tokenizer drafts through it: policies/text_bridge.hpp); it
+/// refers to `t`, which must outlive it. Ids outside the tokenizer (a model's padding rows) and special
+/// tokens have no text. `with_special`: encode adds the post_processor's template, the BOS a model
+/// reading a text from its start was trained with.
+inline TextCodec text_codec(const Tokenizer& t, bool with_special = false) {
+    const auto no_text = [&t](int id) { return id < 0 || id >= t.vocab_size() || t.is_special(id); };
+    return {.decode =
+                [&t, no_text](std::span<const int> ids) {
+                    std::vector<int> kept;
+                    for (const int id : ids)
+                        if (!no_text(id)) kept.push_back(id);
+                    return t.decode(kept);
+                },
+            .encode = [&t, with_special](std::string_view s) { return with_special ? t.encode_with_special(s) : t.encode(s); },
+            .special = no_text};
+}
 
 #if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,34 +12,12 @@
 #include "../core/concepts.hpp"
 #include "../core/error.hpp"
 #include "../core/sampling.hpp"
+#include "../core/text_codec.hpp"
 #include "../core/tree.hpp"
-#include "../io/tokenizer.hpp"
 #include "next_token.hpp"
 #include "proposers.hpp"
 
 namespace specdec {
-
-/// One model's ids and text: what TextBridgeProposer needs of a tokenizer.
-struct TextCodec {
-    std::function<std::string(std::span<const int>)> decode;  // the text of ids, special tokens left out
-    std::function<std::vector<int>(std::string_view)> encode;  // the ids of a text as the model reads it
-    std::function<bool(int)> special;                          // BOS, EOS and the like: no text
-
-    /// A tokenizer.json's codec. `with_special`: encode adds the post_processor's template (a BOS where
-    /// the model was trained with one), as a drafter reading the whole text from its start needs.
-    static TextCodec of(const Tokenizer& t, bool with_special = false) {
-        const auto no_text = [&t](int id) { return id < 0 || id >= t.vocab_size() || t.is_special(id); };
-        return {.decode =
-                    [&t, no_text](std::span<const int> ids) {
-                        std::vector<int> kept;
-                        for (const int id : ids)
-                            if (!no_text(id)) kept.push_back(id);
-                        return t.decode(kept);
-                    },
-                .encode = [&t, with_special](std::string_view s) { return with_special ? t.encode_with_special(s) : t.encode(s); },
-                .special = no_text};
-    }
-};
 
 /// A drafter whose tokenizer is not the target's (another family's small model): it drafts as text.
 /// Each call decodes the target's tokens to text, encodes that text with the drafter's tokenizer, lets
@@ -60,8 +37,9 @@ struct TextCodec {
 template <LanguageModel Drafter>
 class TextBridgeProposer {
 public:
-    /// `target_vocab`: the target model's vocabulary size (its tokenizer's ids are below it).
-    /// `max_draft`: drafter tokens generated per call.
+    /// `target`: the target's codec; `drafter_text`: the drafter's, whose encode gives the ids the drafter
+    /// reads from the start of a text (its BOS first: text_codec(tokenizer, true)). `target_vocab`: the
+    /// target model's vocabulary size. `max_draft`: drafter tokens generated per call.
     TextBridgeProposer(Drafter& drafter, TextCodec target, TextCodec drafter_text, int target_vocab, int max_draft = 8)
         : drafter_(&drafter), target_(std::move(target)), text_(std::move(drafter_text)), V_(target_vocab), max_draft_(max_draft) {
         detail::require(target_.decode && target_.encode && target_.special && text_.decode && text_.encode && text_.special,
@@ -71,10 +49,6 @@ public:
                    " must be > 0";
         });
     }
-    /// Both tokenizers as tokenizer.json files: the drafter's encodes with its template (its BOS).
-    TextBridgeProposer(Drafter& drafter, const Tokenizer& target, const Tokenizer& drafter_tokenizer, int target_vocab,
-                       int max_draft = 8)
-        : TextBridgeProposer(drafter, TextCodec::of(target), TextCodec::of(drafter_tokenizer, true), target_vocab, max_draft) {}
 
     int vocab_size() const { return V_; }
     long n_calls() const { return n_calls_; }

@@ -359,8 +359,8 @@ SPECDEC_BENCH_INLINE Run run_method(const MethodSpec& m, Models& models, std::sp
                                 TreeKind::kSampledTree, prompt, opts);
             });
         case MethodKind::kText: {  // a drafter of another tokenizer: deterministic drafts through the text
-            TextBridgeProposer bridge(*models.drafters.at(m.drafter), *models.tokenizers.at("target"),
-                                      *models.tokenizers.at(m.drafter), models.target->vocab_size(), m.gamma);
+            TextBridgeProposer bridge(*models.drafters.at(m.drafter), text_codec(*models.tokenizers.at("target")),
+                                      text_codec(*models.tokenizers.at(m.drafter), true), models.target->vocab_size(), m.gamma);
             return run_with(*models.target, bridge, Chain{.gamma = m.gamma}, TreeKind::kChain, prompt, opts);
         }
         case MethodKind::kLookup: {  // a deterministic chain: q one-hot, so SpeculativeSampling is exact at any T

@@ -143,7 +143,7 @@ TEST_CASE("a drafter that knows the text drafts the target's own tokens of it, S
     const std::vector<int> ids = tok.encode(text);
     ScriptedDrafter drafter{.script = tok.encode_with_special(text), .vocab = tok.vocab_size()};
     REQUIRE(drafter.script.size() == ids.size() + 1);  // <s> first
-    TextBridgeProposer bridge(drafter, tok, tok, tok.vocab_size(), 6);
+    TextBridgeProposer bridge(drafter, text_codec(tok), text_codec(tok, true), tok.vocab_size(), 6);
     const Sampling greedy;
     int exact = 0, cuts = 0;
     for (std::size_t k = 2; k + 4 <= ids.size(); ++k) {
@@ -180,7 +180,7 @@ TEST_CASE("a twin of the target behind another numbering of its tokenizer has ne
 
     const GenerateOptions opts{.max_new_tokens = 32};
     for (const std::vector<int>& prompt : held_out_prompts(tok, 3)) {
-        TextBridgeProposer bridge(twin, tok, twin_tok, V, 4);
+        TextBridgeProposer bridge(twin, text_codec(tok), text_codec(twin_tok, true), V, 4);
         const Generation plain = autoregressive_generate(target, prompt, opts);
         const Generation g = speculative_generate(target, bridge, Chain{.gamma = 4}, TreeVerifier{}, GreedyMatch{}, prompt, opts);
         CHECK(g.tokens == plain.tokens);
@@ -201,7 +201,7 @@ TEST_CASE("a drafter reading a coarser segmentation of the text still drafts tok
     double tau = 0;
     const std::vector<std::vector<int>> prompts = held_out_prompts(tok, 3);
     for (const std::vector<int>& prompt : prompts) {
-        TextBridgeProposer bridge(drafter, tok, coarse, t.config.vocab_size, 4);
+        TextBridgeProposer bridge(drafter, text_codec(tok), text_codec(coarse, true), t.config.vocab_size, 4);
         const Generation plain = autoregressive_generate(target, prompt, opts);
         const Generation g = speculative_generate(target, bridge, Chain{.gamma = 4}, TreeVerifier{}, GreedyMatch{}, prompt, opts);
         CHECK(g.tokens == plain.tokens);
