@@ -42,6 +42,28 @@ PROMPTS = [
 ]
 
 
+def randomize_norms(model) -> None:
+    """Norm gains 1 + N(0, 0.2), so that a loader reading them wrong shows (HF initialises them to 1)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+
+
+def float32_logits(model_class, folder, prompts, config=None):
+    """The folder's bf16 weights widened to float32 (exactly), run in float32 with eager attention, as
+    specdec's CpuModel runs them: per prompt, (T, V) rows of logits as lists of floats."""
+    extra = {} if config is None else {"config": config}
+    reference = model_class.from_pretrained(folder, torch_dtype=torch.float32, attn_implementation="eager", **extra)
+    reference.eval()
+    logits = []
+    with torch.no_grad():
+        for ids in prompts:
+            out = reference(torch.tensor([ids])).logits[0].to(torch.float32)  # (T, V)
+            logits.append([[float(x) for x in row] for row in out.tolist()])
+    return logits
+
+
 def main() -> int:
     torch.manual_seed(2026)
     config = LlamaConfig(
@@ -66,11 +88,7 @@ def main() -> int:
     model = LlamaForCausalLM(config)
     if model.model.layers[0].self_attn.q_proj.weight.shape != (4 * 32, 64):
         sys.exit("this transformers (%s) ignores head_dim; use >= 4.45" % transformers.__version__)
-    # Random norms too, so that a loader reading them wrong shows.
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+    randomize_norms(model)
     model = model.to(torch.bfloat16)
 
     shutil.rmtree(OUT, ignore_errors=True)
@@ -85,14 +103,7 @@ def main() -> int:
     if not os.path.exists(index):
         sys.exit("save_pretrained wrote no index: the checkpoint was not sharded")
 
-    # The saved bf16 weights, widened to float32 (exactly), run in float32.
-    reference = LlamaForCausalLM.from_pretrained(OUT, torch_dtype=torch.float32, attn_implementation="eager")
-    reference.eval()
-    logits = []
-    with torch.no_grad():
-        for ids in PROMPTS:
-            out = reference(torch.tensor([ids])).logits[0].to(torch.float32)  # (T, V)
-            logits.append([[float(x) for x in row] for row in out.tolist()])
+    logits = float32_logits(LlamaForCausalLM, OUT, PROMPTS)
     with open(os.path.join(OUT, "logits.json"), "w") as f:
         json.dump({
             "transformers": transformers.__version__,

@@ -30,6 +30,9 @@ import torch
 import transformers
 from transformers import MistralConfig, MistralForCausalLM
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_hf_golden import float32_logits, randomize_norms  # noqa: E402  (the same random norms and float32 run)
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "mistral_golden")
 WINDOW = 12
 
@@ -59,10 +62,7 @@ def main() -> int:
         hidden_act="silu",
     )
     model = MistralForCausalLM(config)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+    randomize_norms(model)
     model = model.to(torch.bfloat16)
 
     shutil.rmtree(OUT, ignore_errors=True)
@@ -73,20 +73,11 @@ def main() -> int:
     if saved.get("sliding_window") != WINDOW:
         sys.exit("config.json says sliding_window %r, expected %d" % (saved.get("sliding_window"), WINDOW))
 
-    reference = MistralForCausalLM.from_pretrained(OUT, torch_dtype=torch.float32, attn_implementation="eager")
-    reference.eval()
-    logits = []
-    with torch.no_grad():
-        for ids in PROMPTS:
-            out = reference(torch.tensor([ids])).logits[0].to(torch.float32)  # (T, V)
-            logits.append([[float(x) for x in row] for row in out.tolist()])
+    logits = float32_logits(MistralForCausalLM, OUT, PROMPTS)
     # The window binds past it, or the data tests nothing: the same weights without the window differ there.
     config_full = MistralConfig.from_pretrained(OUT)
     config_full.sliding_window = None
-    unwindowed = MistralForCausalLM.from_pretrained(OUT, config=config_full, torch_dtype=torch.float32,
-                                                    attn_implementation="eager")
-    with torch.no_grad():
-        full = unwindowed(torch.tensor([PROMPTS[-1]])).logits[0].to(torch.float32)
+    full = torch.tensor(float32_logits(MistralForCausalLM, OUT, PROMPTS[-1:], config=config_full)[0])
     windowed = torch.tensor(logits[-1])
     if not torch.allclose(full[:WINDOW], windowed[:WINDOW], atol=1e-4):
         sys.exit("the rows within the window differ from full attention's: this transformers masks otherwise")

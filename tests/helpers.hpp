@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <span>
 #include <string>
@@ -13,6 +14,11 @@
 #include "specdec.hpp"
 
 namespace test {
+
+/// A JSON file of the test data, parsed (errors name the file).
+inline specdec::json::Value read_json(const std::filesystem::path& file) {
+    return specdec::json::parse(specdec::detail::read_text_file(file, "test"), file.string());
+}
 
 /// A tiny Llama; `gqa` halves the kv heads.
 inline specdec::Config tiny_config(bool gqa = true, int vocab = 64) {

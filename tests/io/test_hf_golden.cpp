@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,12 +65,7 @@ void check_logits(const fs::path& dir, const json::Value& golden) {
     }
 }
 
-json::Value read_json(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return json::parse(text.str(), file.string());
-}
+using test::read_json;
 
 }  // namespace
 

@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,12 +22,7 @@ namespace {
 
 const fs::path kGolden = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/mistral_golden";
 
-json::Value read_json(const fs::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    std::ostringstream text;
-    text << in.rdbuf();
-    return json::parse(text.str(), file.string());
-}
+using test::read_json;
 
 /// The largest |ours - HF| / (1 + |HF|) over rows [first, last) of one prompt.
 double gap(const Rows& ours, const json::Array& rows, std::size_t first, std::size_t last) {

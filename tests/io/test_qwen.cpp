@@ -24,7 +24,7 @@ namespace {
 
 const fs::path kGolden = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/qwen_golden";
 
-json::Value read_json(const fs::path& file) { return json::parse(detail::read_text_file(file, "test"), file.string()); }
+using test::read_json;
 
 fs::path fresh_dir(const std::string& name) {
     const fs::path d = fs::temp_directory_path() / ("specdec_test_qwen_" + name);

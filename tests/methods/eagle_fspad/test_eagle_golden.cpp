@@ -27,7 +27,7 @@ const fs::path kGolden = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/eagle_golden
 
 bool skip_without(const fs::path& file) { return test::skip_without(file, "run scripts/make_eagle_golden.py where PyTorch is installed"); }
 
-json::Value read_json(const fs::path& file) { return json::parse(detail::read_text_file(file, "test"), file.string()); }
+using test::read_json;
 
 /// The drafter's target: its shape with two layers, its embedding (the tied head) the folder's copy.
 struct Target {
