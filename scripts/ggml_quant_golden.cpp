@@ -60,6 +60,22 @@ std::vector<float> input() {
     return x;
 }
 
+/// The ternary types' input (TQ1_0, TQ2_0 hold -d, 0, d per super-block of 256, d its largest |x|; Q2_0
+/// -d, 0, d, 2d per 64 with d the largest |x|, so its quantizer never writes 2d):
+/// x = scale · t + noise, t drawn from {-1, 0, 1}, the noise within scale / 4, the scales of the super-blocks
+/// 2^-2, 2, 2^-1 and 2^-20 (f16 d subnormal); super-block 2 all zeros (d = 0), as in input().
+std::vector<float> ternary_input() {
+    std::vector<float> x(static_cast<std::size_t>(kRows) * kPerRow);
+    std::uint64_t state = 20261129;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+        const int super_exponent[] = {-2, 1, 0, -20};
+        const float scale = std::ldexp(1.0f, super_exponent[i / 256]);
+        const int t = static_cast<int>(next(state) % 3) - 1;
+        x[i] = i / 256 == 2 ? 0.0f : scale * (static_cast<float>(t) + 0.25f * uniform(state));
+    }
+    return x;
+}
+
 bool write(const std::string& path, const void* data, std::size_t bytes) {
     std::FILE* f = std::fopen(path.c_str(), "wb");
     if (f == nullptr) return false;
@@ -75,14 +91,17 @@ int main(int argc, char** argv) {
         return 2;
     }
     const std::string out = argv[1];
-    const std::vector<float> x = input();
+    const std::vector<float> plain = input(), ternary = ternary_input();
     const ggml_type types[] = {GGML_TYPE_Q8_0, GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
                                GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K,
                                GGML_TYPE_IQ4_NL, GGML_TYPE_IQ4_XS, GGML_TYPE_IQ1_S, GGML_TYPE_IQ1_M,
                                GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_IQ2_S, GGML_TYPE_IQ3_XXS,
-                               GGML_TYPE_IQ3_S};
+                               GGML_TYPE_IQ3_S, GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4,
+                               GGML_TYPE_NVFP4, GGML_TYPE_Q1_0, GGML_TYPE_Q2_0};
     const std::vector<float> ones(kPerRow, 1.0f);
     for (const ggml_type type : types) {
+        const bool three_levels = type == GGML_TYPE_TQ1_0 || type == GGML_TYPE_TQ2_0 || type == GGML_TYPE_Q2_0;
+        const std::vector<float>& x = three_levels ? ternary : plain;
         const bool lattice = type != GGML_TYPE_IQ4_NL && type != GGML_TYPE_IQ4_XS &&
                              std::string(ggml_type_name(type)).rfind("iq", 0) == 0;
         const ggml_type_traits* traits = ggml_get_type_traits(type);

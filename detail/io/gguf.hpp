@@ -67,6 +67,7 @@ enum class GgufType : std::uint32_t {
     kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
     kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kIQ2_XXS = 16, kIQ2_XS = 17,
     kIQ3_XXS = 18, kIQ1_S = 19, kIQ4_NL = 20, kIQ3_S = 21, kIQ2_S = 22, kIQ4_XS = 23, kIQ1_M = 29, kI8 = 24, kI16 = 25, kI32 = 26, kI64 = 27, kF64 = 28, kBF16 = 30,
+    kTQ1_0 = 34, kTQ2_0 = 35, kMXFP4 = 39, kNVFP4 = 40, kQ1_0 = 41, kQ2_0 = 42,
 };
 
 /// Metadata value types (gguf.md).
@@ -247,14 +248,15 @@ SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type);
 /// The types gguf_dequantize reads, as its messages list them.
 inline constexpr const char* kGgufReadable =
     "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, "
-    "IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS";
+    "IQ3_XXS, IQ3_S, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0";
 constexpr bool gguf_readable(GgufType type) {
     switch (type) {
         case GgufType::kF32: case GgufType::kF16: case GgufType::kBF16: case GgufType::kQ8_0: case GgufType::kQ4_0:
         case GgufType::kQ4_1: case GgufType::kQ5_0: case GgufType::kQ5_1: case GgufType::kQ2_K: case GgufType::kQ3_K:
         case GgufType::kQ4_K: case GgufType::kQ5_K: case GgufType::kQ6_K: case GgufType::kIQ1_S: case GgufType::kIQ1_M:
         case GgufType::kIQ2_XXS: case GgufType::kIQ2_XS: case GgufType::kIQ2_S: case GgufType::kIQ3_XXS:
-        case GgufType::kIQ3_S: case GgufType::kIQ4_NL: case GgufType::kIQ4_XS:
+        case GgufType::kIQ3_S: case GgufType::kIQ4_NL: case GgufType::kIQ4_XS: case GgufType::kTQ1_0:
+        case GgufType::kTQ2_0: case GgufType::kMXFP4: case GgufType::kNVFP4: case GgufType::kQ1_0: case GgufType::kQ2_0:
             return true;
         default: return false;
     }
@@ -313,6 +315,12 @@ SPECDEC_INLINE GgufTypeTraits gguf_type_traits(std::uint32_t type) {
         case GgufType::kI64: return {1, 8, "I64"};
         case GgufType::kF64: return {1, 8, "F64"};
         case GgufType::kBF16: return {1, 2, "BF16"};
+        case GgufType::kTQ1_0: return {kQK_K, 48 + 4 + 2, "TQ1_0"};
+        case GgufType::kTQ2_0: return {kQK_K, 64 + 2, "TQ2_0"};
+        case GgufType::kMXFP4: return {kQK, 1 + 16, "MXFP4"};
+        case GgufType::kNVFP4: return {64, 4 + 32, "NVFP4"};
+        case GgufType::kQ1_0: return {128, 2 + 16, "Q1_0"};
+        case GgufType::kQ2_0: return {64, 2 + 16, "Q2_0"};
     }
     return {};
 }
@@ -380,6 +388,18 @@ inline constexpr float kIq1Delta = 0.125f;
 
 // The 16 levels of the IQ4 types (ggml-common.h's kvalues_iq4nl): a non-uniform 4-bit grid, denser near 0.
 inline constexpr std::int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+/// E2M1 (FP4) values doubled, so that they are integers, by nibble: ggml's `kvalues_mxfp4`; the scales
+/// below are halved to match.
+inline constexpr std::int8_t kFp4Doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/// Half of an E8M0 scale, 2^(e - 128), exact (ggml_e8m0_to_fp32_half; e = 255 is not read as NaN).
+inline float e8m0_half(std::uint8_t e) { return std::ldexp(1.0f, static_cast<int>(e) - 128); }
+/// Half of an unsigned E4M3 scale (ggml_ue4m3_to_fp32: bit 7 ignored, 0x7F — E4M3's NaN — and 0 read as
+/// 0), exact: (8 + m) · 2^(e - 11) for a biased exponent e > 0, m · 2^-10 for e = 0.
+inline float ue4m3_half(std::uint8_t s) {
+    if (s == 0 || s == 0x7F) return 0.0f;
+    const int e = (s >> 3) & 0xF, m = s & 7;
+    return e == 0 ? std::ldexp(static_cast<float>(m), -10) : std::ldexp(static_cast<float>(8 + m), e - 11);
+}
 
 SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byte> src, float* dst, std::int64_t n) {
     const GgufTypeTraits t = gguf_type_traits(type);
@@ -701,6 +721,72 @@ SPECDEC_INLINE void gguf_dequantize(std::uint32_t type, std::span<const std::byt
                         dst[j + 16] = dl * static_cast<float>(kIq4nlValues[q[j] >> 4]);
                     }
                 }
+            }
+            return;
+        case GgufType::kTQ1_0:  // TriLM / BitNet b1.58 ternary, 1.69 bits: 48 bytes of 5 trits, 4 bytes of 4
+                                // trits, f16 d at the end. A byte b holds trits as the base-3 digits of
+                                // ceil(b · 243 / 256): trit n is the top trit of (b · 3^n mod 256) · 3 / 256.
+                                // Bytes 0..31 give values 32n + m, bytes 32..47 then 16n + m, the 4 last
+                                // bytes 4n + j; x = d · (trit - 1)
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p + 52));
+                const auto trit = [](std::uint8_t byte, int n) {
+                    constexpr std::uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+                    const auto shifted = static_cast<std::uint8_t>(byte * kPow3[n]);  // mod 256, as ggml's uint8
+                    return ((shifted * 3) >> 8) - 1;
+                };
+                for (int n = 0; n < 5; ++n)
+                    for (int m = 0; m < 32; ++m) *dst++ = static_cast<float>(trit(p[m], n)) * d;
+                for (int n = 0; n < 5; ++n)
+                    for (int m = 0; m < 16; ++m) *dst++ = static_cast<float>(trit(p[32 + m], n)) * d;
+                for (int n = 0; n < 4; ++n)
+                    for (int j = 0; j < 4; ++j) *dst++ = static_cast<float>(trit(p[48 + j], n)) * d;
+            }
+            return;
+        case GgufType::kTQ2_0:  // ternary, 2 bits: 64 bytes of 2-bit q, f16 d at the end; byte 32g + m holds
+                                // values 128g + 32l + m in bits 2l, 2l + 1; x = d · (q - 1)
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p + 64));
+                for (int g = 0; g < 2; ++g)
+                    for (int l = 0; l < 4; ++l)
+                        for (int m = 0; m < 32; ++m) *dst++ = static_cast<float>(((p[32 * g + m] >> (2 * l)) & 3) - 1) * d;
+            }
+            return;
+        case GgufType::kMXFP4:  // OCP microscaling FP4: an E8M0 exponent e, 16 bytes of E2M1 nibbles laid out
+                                // as Q4_0's; ggml stores the E2M1 values doubled (kFp4Doubled) and halves
+                                // the scale: x = 2^(e - 128) · 2·fp4(q), exact
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += kQK) {
+                const float d = e8m0_half(p[0]);
+                for (int j = 0; j < 16; ++j) {
+                    dst[j] = static_cast<float>(kFp4Doubled[p[1 + j] & 0xF]) * d;
+                    dst[j + 16] = static_cast<float>(kFp4Doubled[p[1 + j] >> 4]) * d;
+                }
+            }
+            return;
+        case GgufType::kNVFP4:  // NVIDIA's FP4: 64 values as 4 sub-blocks of 16, each with a UE4M3 scale
+                                // byte, then 32 bytes of E2M1 nibbles (per sub-block 8 bytes laid out as
+                                // Q4_0's); x = ue4m3(s) / 2 · 2·fp4(q)
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes)
+                for (int sub = 0; sub < 4; ++sub, dst += 16) {
+                    const float d = ue4m3_half(p[sub]);
+                    const std::uint8_t* q = p + 4 + 8 * sub;
+                    for (int j = 0; j < 8; ++j) {
+                        dst[j] = static_cast<float>(kFp4Doubled[q[j] & 0xF]) * d;
+                        dst[j + 8] = static_cast<float>(kFp4Doubled[q[j] >> 4]) * d;
+                    }
+                }
+            return;
+        case GgufType::kQ1_0:  // 1 bit: f16 d, 16 bytes of signs (bit j % 8 of byte j / 8); x = ±d
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += 128) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                for (int j = 0; j < 128; ++j) dst[j] = ((p[2 + j / 8] >> (j % 8)) & 1) != 0 ? d : -d;
+            }
+            return;
+        case GgufType::kQ2_0:  // 2 bits: f16 d, 16 bytes of q (bits 2(j % 4), +1 of byte j / 4); x = d · (q - 1),
+                               // q - 1 in {-1, 0, 1, 2}
+            for (std::int64_t b = 0; b < blocks; ++b, p += t.bytes, dst += 64) {
+                const float d = read_half(reinterpret_cast<const std::byte*>(p));
+                for (int j = 0; j < 64; ++j) dst[j] = static_cast<float>(((p[2 + j / 4] >> (2 * (j % 4))) & 3) - 1) * d;
             }
             return;
         default: break;

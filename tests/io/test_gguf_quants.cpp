@@ -28,7 +28,8 @@ const fs::path kDir = fs::path(SPECDEC_SOURCE_DIR) / "tests/data/gguf/quants";
 constexpr std::int64_t kValues = 2 * 512;  // ggml_quant_golden's buffer: 2 rows of 512
 
 /// Each quantized type with the byte offsets of the f16 scales (d, then dmin where the type has one) in
-/// its block; IQ1_M has none (its d is spread over the top nibbles of four uint16 at byte 48: d_bits).
+/// its block; IQ1_M has none (its d is spread over the top nibbles of four uint16 at byte 48: d_bits),
+/// nor have the FP4 types (one E8M0 byte at 0 in MXFP4, four UE4M3 bytes at 0..3 in NVFP4).
 struct Quant {
     GgufType type;
     std::vector<std::size_t> halves;
@@ -38,14 +39,21 @@ const std::vector<Quant> kQuants = {
     {GgufType::kQ5_1, {0, 2}},  {GgufType::kQ2_K, {80, 82}}, {GgufType::kQ3_K, {108}},  {GgufType::kQ4_K, {0, 2}},
     {GgufType::kQ5_K, {0, 2}}, {GgufType::kQ6_K, {208}},  {GgufType::kIQ1_S, {0}}, {GgufType::kIQ1_M, {}},
     {GgufType::kIQ2_XXS, {0}}, {GgufType::kIQ2_XS, {0}}, {GgufType::kIQ2_S, {0}}, {GgufType::kIQ3_XXS, {0}},
-    {GgufType::kIQ3_S, {0}},   {GgufType::kIQ4_NL, {0}}, {GgufType::kIQ4_XS, {0}},
+    {GgufType::kIQ3_S, {0}},   {GgufType::kIQ4_NL, {0}}, {GgufType::kIQ4_XS, {0}},  {GgufType::kTQ1_0, {52}},
+    {GgufType::kTQ2_0, {64}},  {GgufType::kMXFP4, {}},   {GgufType::kNVFP4, {}},    {GgufType::kQ1_0, {0}},
+    {GgufType::kQ2_0, {0}},
 };
 
 constexpr std::size_t kIq1mScales = 48;  // IQ1_M: scales[8] after qs[32] and qh[16]
 
-/// Sets every f16 scale of the block at `block` to `half`.
+/// Sets every scale of the block at `block` to `half` (an f16); an FP4 type's to the power of two at or
+/// below the half's value (MXFP4), or 2^-9 (NVFP4: the UE4M3 subnormal 2 · 2^-10).
 void set_scales(const Quant& q, std::byte* block, std::uint16_t half) {
     for (const std::size_t h : q.halves) std::memcpy(block + h, &half, 2);
+    const int exponent = ((half >> 10) & 0x1F) - 15;  // of the f16
+    if (q.type == GgufType::kMXFP4) block[0] = static_cast<std::byte>(exponent + 128);  // the reader's 2^(e - 128)
+    if (q.type == GgufType::kNVFP4)
+        for (int sub = 0; sub < 4; ++sub) block[sub] = std::byte{0x02};
     if (q.type != GgufType::kIQ1_M) return;
     for (int k = 0; k < 4; ++k) {  // nibble k of d is the top nibble of the k-th uint16
         std::uint16_t sc;
@@ -55,9 +63,13 @@ void set_scales(const Quant& q, std::byte* block, std::uint16_t half) {
     }
 }
 
-/// Flips d's lowest exponent bit (f16 bit 10) in the block at `block`.
+/// Flips d's lowest exponent bit (f16 bit 10; bit 0 of E8M0, bit 3 of the first UE4M3) in the block at `block`.
 void flip_scale(const Quant& q, std::byte* block) {
-    if (q.type == GgufType::kIQ1_M)
+    if (q.type == GgufType::kMXFP4)
+        block[0] ^= std::byte{0x01};
+    else if (q.type == GgufType::kNVFP4)
+        block[0] ^= std::byte{0x08};
+    else if (q.type == GgufType::kIQ1_M)
         block[kIq1mScales + 2 * 2 + 1] ^= std::byte{0x40};  // bit 10 of d: bit 14 of the third uint16
     else
         block[q.halves[0] + 1] ^= std::byte{0x04};
