@@ -59,10 +59,16 @@ public:
         return index;
     }
 
-    /// Records the draft distribution (V values) that the children of `node` were drawn from.
+    /// Records the draft distribution (V values) that the children of `node` were drawn from. A q other
+    /// than the recorded one, arriving once `node` has children, means they were not all drawn from one q
+    /// (two candidates hung by add_drafted, each with its own law): the node then has no recorded q, so
+    /// the acceptors that need one (SpeculativeSampling, MultiDraftSampling) refuse it; SampleAndMatch
+    /// needs none.
     void set_child_dist(int node, std::span<const float> q);
 
     bool has_child_dist(int node) const { return q_row_[node] >= 0; }
+    /// Whether q was recorded for `node` after it had children (so it has none: set_child_dist).
+    bool child_laws_mixed(int node) const { return q_row_[node] == kMixedLaws; }
     std::span<const float> child_dist(int node) const {
         detail::require(has_child_dist(node), "tree", [&] {
             return "node " + std::to_string(node) + " has no recorded draft distribution for its children";
@@ -109,14 +115,19 @@ public:
 
 private:
     std::vector<Node> nodes_;
-    std::vector<int> q_row_;  // per node: row of q_ holding its children's draft distribution, or -1
+    std::vector<int> q_row_;  // per node: row of q_ holding its children's draft distribution, -1 none,
+                              // kMixedLaws when its children came from more than one recording
     std::vector<float> q_;    // (R, V)
     int q_cols_ = 0;
+    static constexpr int kMixedLaws = -2;
 };
 
-/// The nodes of `tree` with keep[i] set, in their order, parents renumbered; recorded child
-/// distributions come along. Every kept node's parent must be kept (a builder drops whole subtrees:
-/// PCT's leaf removal, a rerank that keeps the best N).
+/// The nodes of `tree` with keep[i] set, in their order, parents renumbered. Every kept node's parent must
+/// be kept (a builder drops whole subtrees: PCT's leaf removal, a rerank that keeps the best N). A node's
+/// recorded q comes along while its kept sampled children are the first draws, in order: the draws a
+/// shorter sampling would have made. Dropping an earlier draw (removing repeated tokens, keeping the best)
+/// leaves siblings that were not drawn that way, so the node loses its q (MultiDraftSampling then refuses
+/// the tree rather than use a residual the draws do not match; SampleAndMatch takes it).
 SPECDEC_INLINE Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep);
 
 /// Checks that `path` is a root-first chain in `tree` (each node the parent of the next).
@@ -135,6 +146,13 @@ SPECDEC_INLINE void Tree::set_child_dist(int node, std::span<const float> q) {
         return "draft distribution of node " + std::to_string(node) + " has " + std::to_string(q.size()) +
                " entries, earlier ones had " + std::to_string(q_cols_);
     });
+    if (q_row_[node] == kMixedLaws) return;
+    const bool other_law = q_row_[node] >= 0 && !std::equal(q.begin(), q.end(), child_dist(node).begin());
+    for (int i = node + 1; i < size() && other_law; ++i)
+        if (nodes_[i].parent == node) {  // children there already, drawn from the law recorded before
+            q_row_[node] = kMixedLaws;
+            return;
+        }
     if (q_row_[node] < 0) {
         q_row_[node] = static_cast<int>(q_.size()) / q_cols_;
         q_.insert(q_.end(), q.begin(), q.end());
@@ -167,6 +185,16 @@ SPECDEC_INLINE Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep)
         return "pruned: " + std::to_string(keep.size()) + " keep flags for a tree of " + std::to_string(tree.size()) +
                " nodes";
     });
+    // Whether node i's kept sampled children precede every dropped one (its q then comes along).
+    const auto first_draws = [&](int i) {
+        bool dropped = false;
+        for (const int c : tree.children(i)) {
+            if (tree[c].draw != Draw::kSampledWithReplacement && tree[c].draw != Draw::kSampledWithoutReplacement) continue;
+            if (!keep[c]) dropped = true;
+            else if (dropped) return false;
+        }
+        return true;
+    };
     Tree out;
     std::vector<int> index(tree.size(), -1);  // old node -> new node
     for (int i = 0; i < tree.size(); ++i) {
@@ -176,9 +204,8 @@ SPECDEC_INLINE Tree pruned(const Tree& tree, std::span<const std::uint8_t> keep)
             return "pruned: node " + std::to_string(i) + " is kept but its parent " + std::to_string(parent) + " is not";
         });
         index[i] = out.add(tree[i].token, parent < 0 ? -1 : index[parent], tree[i].draft_prob, tree[i].draw);
+        if (tree.has_child_dist(i) && first_draws(i)) out.set_child_dist(index[i], tree.child_dist(i));  // before its children
     }
-    for (int i = 0; i < tree.size(); ++i)
-        if (index[i] >= 0 && tree.has_child_dist(i)) out.set_child_dist(index[i], tree.child_dist(i));
     return out;
 }
 

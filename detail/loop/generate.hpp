@@ -147,6 +147,16 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
                                "output; lenience is allowed only between drafters (review with another model)");
         });
 
+    // A drafter truncates, prefills and commits its own cache; driving the target object itself it would
+    // overwrite the target's mid-step (a model with the target's weights is a second object).
+    if constexpr (requires { proposer.usage(); })
+        for (const DrafterUsage& u : proposer.usage())
+            detail::require(u.model != static_cast<const void*>(&target), "generate", [] {
+                return std::string("the proposer drafts with the target model object itself, which would share and "
+                                   "overwrite the target's KV cache; draft with a second model object (the same "
+                                   "checkpoint loaded again drafts with the target's own weights)");
+            });
+
     Generation out;
     std::vector<int> text(prompt.begin(), prompt.end());  // prompt + committed tokens; ends with the root, if any
     target.reset();

@@ -66,7 +66,12 @@ inline void require_children_sampled(const Tree& tree, int node, const std::vect
                            draw_name(tree[bad].draw);
         if (sampled(bad) && tree[bad].draw != tree[kids[0]].draw)
             what += " beside node " + std::to_string(kids[0]) + " " + draw_name(tree[kids[0]].draw);
-        if (!tree.has_child_dist(node)) what += ", and node " + std::to_string(node) + " has no recorded q";
+        if (tree.child_laws_mixed(node))
+            what += ", and node " + std::to_string(node) + "'s children were recorded with more than one law q (a " +
+                    "draft distribution recorded after children were added: two add_drafted candidates, two " +
+                    "add_children calls), so they are not draws from one q";
+        else if (!tree.has_child_dist(node))
+            what += ", and node " + std::to_string(node) + " has no recorded q";
         return std::string(who) + " needs children sampled from their parent's recorded draft distribution q" +
                (kids.size() > 1 ? ", all siblings the same way" : "") + " (to be lossless at temperature > 0); " + what +
                "; use SampleAndMatch, lossless for any tree (deterministic top-k drafts included)";

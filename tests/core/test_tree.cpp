@@ -56,3 +56,29 @@ TEST_CASE("paths that do not follow parent links are rejected", "[tree][errors]"
     CHECK_THROWS_WITH(validate_path(t, std::vector<int>{0, 7}, "test"), Catch::Contains("node 7"));
     CHECK_THROWS_WITH(t.add(5, 3), Catch::Contains("node 3 has parent 3"));
 }
+
+TEST_CASE("a law recorded for a node after children drawn from another leaves it with none", "[tree]") {
+    const std::vector<float> q{0.25f, 0.75f}, r{0.5f, 0.5f};
+    Tree t;
+    t.add_root(0);
+    t.set_child_dist(0, r);
+    t.set_child_dist(0, q);  // no child yet: the law is replaced
+    t.add(1, 0, 0.75f, Draw::kSampledWithReplacement);
+    t.set_child_dist(0, q);  // the same law again (another draw from it): kept
+    t.add(1, 0, 0.75f, Draw::kSampledWithReplacement);
+    REQUIRE(t.has_child_dist(0));
+    CHECK(t.child_dist(0)[1] == 0.75f);
+    CHECK_FALSE(t.child_laws_mixed(0));
+    t.set_child_dist(0, r);  // a third child from another law (two add_drafted candidates)
+    CHECK_FALSE(t.has_child_dist(0));
+    CHECK(t.child_laws_mixed(0));
+    t.set_child_dist(0, q);
+    CHECK_FALSE(t.has_child_dist(0));  // stays mixed
+
+    Tree late;  // children added first, their law recorded after: one recording, kept
+    late.add_root(0);
+    late.add(1, 0, 0.75f, Draw::kSampledWithReplacement);
+    late.add(0, 0, 0.25f, Draw::kSampledWithReplacement);
+    late.set_child_dist(0, q);
+    CHECK(late.has_child_dist(0));
+}

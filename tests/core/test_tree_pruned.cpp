@@ -34,3 +34,18 @@ TEST_CASE("pruned keeps the flagged nodes in order with renumbered parents", "[t
     CHECK_THROWS_WITH(pruned(t, orphan), Catch::Contains("[specdec.tree] pruned: node 3 is kept but its parent 1 is not"));
     CHECK_THROWS_WITH(pruned(t, std::vector<std::uint8_t>{1}), Catch::Contains("1 keep flags for a tree of 6 nodes"));
 }
+
+TEST_CASE("pruned keeps a node's q only while its kept sampled children are its first draws", "[tree]") {
+    Tree t;
+    t.add_root(0);
+    const std::vector<float> q{0.2f, 0.3f, 0.5f};
+    t.set_child_dist(0, q);
+    for (const int token : {2, 2, 1, 2}) t.add(token, 0, q[static_cast<std::size_t>(token)], Draw::kSampledWithReplacement);
+    const auto keeps_q = [&](std::vector<std::uint8_t> keep) { return pruned(t, keep).has_child_dist(0); };
+    CHECK(keeps_q({1, 1, 1, 1, 1}));
+    CHECK(keeps_q({1, 1, 1, 0, 0}));  // the first two draws: what drawing two gives
+    CHECK(keeps_q({1, 0, 0, 0, 0}));
+    CHECK_FALSE(keeps_q({1, 1, 0, 1, 0}));  // a repeated token removed: the rest are not the first draws
+    CHECK_FALSE(keeps_q({1, 0, 1, 1, 1}));
+    CHECK_FALSE(pruned(t, std::vector<std::uint8_t>{1, 1, 0, 1, 0}).child_laws_mixed(0));  // no q, not a mix
+}
