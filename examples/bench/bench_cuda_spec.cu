@@ -102,7 +102,7 @@ struct Args {
 constexpr const char* kUsage =
     "usage: bench_cuda_spec [--target-scale demo,7b]   (demo: the trained target; 110m, 1b, 7b: widened to that cost,\n"
     "                        a simulation: the demo target's outputs at that model's cost)\n"
-    "                       [--methods chain,tree,mcsd,cs-drafting,glide-cape,edd-pct,eagle2]   (default: all;\n"
+    "                       [--methods chain,tree,mcsd,cs-drafting,glide-cape,edd-pct,eagle2,lookup]   (default: all;\n"
     "                        autoregressive, the baseline, always runs)\n"
     "                       [--methods-file examples/bench/methods_scale.json]   (the entries tree, mcsd, cs-drafting,\n"
     "                        glide-cape and edd-pct take by name)\n"

@@ -215,7 +215,7 @@ inline int run_inspect(const Args& args) {
         }
         case ModelFormat::kGguf: {
             // The header lists metadata and tensors as stored (ggml's names, types and dims, columns first);
-            // the config is what load_gguf reads from the llama.* keys.
+            // the config is what load_gguf reads from the architecture's keys (llama.*, qwen2.*, qwen3.*).
             const GgufFile f = read_gguf_header(path);
             std::printf("  %-28s %u, alignment %llu\n", "GGUF version", f.version(),
                         static_cast<unsigned long long>(f.alignment()));
@@ -230,7 +230,9 @@ inline int run_inspect(const Args& args) {
                                 static_cast<std::int64_t>(t.bytes)});
             tok_only = load_model(path);  // the config and the file's own tokenizer
             config = tok_only.checkpoint.config;
-            print_config(config, "as load_gguf reads it from the llama.* keys");
+            const GgufValue* arch = f.find("general.architecture");  // llama, qwen2 or qwen3: their keys' prefix
+            const std::string keys = arch != nullptr && arch->type == GgufValueType::kString ? arch->string : "llama";
+            print_config(config, ("as load_gguf reads it from the " + keys + ".* keys").c_str());
             source = "from the GGUF header (ggml dims: columns first)";
             file_bytes = static_cast<std::int64_t>(fs::file_size(path));
             break;
