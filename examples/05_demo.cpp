@@ -46,8 +46,8 @@ int main(int argc, char** argv) try {
     const std::size_t target_params = parameter_count(t.weights, t.config), draft_params = parameter_count(d.weights, d.config);
     const ModelOptions opts{.weight_format = f32 ? WeightFormat::kF32 : WeightFormat::kBF16, .pool = &pool};
     CpuModel target(t.config, std::move(t.weights), opts), draft(d.config, std::move(d.weights), opts);
-    std::printf("target %zu parameters, drafter %zu (%.1fx fewer), vocabulary %d, %d thread(s), %s weights\n",
-                target_params, draft_params, double(target_params) / double(draft_params), tok.vocab_size(), pool.size(),
+    std::printf("%s\ntarget %zu parameters, drafter %zu (%.1fx fewer), vocabulary %d, %d thread(s), %s weights\n",
+                example::machine_name().c_str(), target_params, draft_params, double(target_params) / double(draft_params), tok.vocab_size(), pool.size(),
                 f32 ? "f32" : "bf16");
 
     // Step 2: vanilla speculative decoding's policies; the acceptor depends on the temperature.
@@ -64,11 +64,14 @@ int main(int argc, char** argv) try {
             const std::vector<int> prompt = tok.encode(prompts[p].text);
             const GenerateOptions o{.max_new_tokens = max_new, .sampling = {.temperature = temperature}, .seed = p};
             Generation plain, spec;
-            for (int r = 0; r < rounds; ++r) {  // Step 3: interleaved; round 0 warms up
-                const double a = seconds([&] { plain = autoregressive_generate(target, prompt, o); });
-                const double b = seconds([&] {
-                    spec = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, o);
-                });
+            for (int r = 0; r < rounds; ++r) {  // Step 3: interleaved, the first of the two alternating; round 0 warms up
+                const auto time_plain = [&] { return seconds([&] { plain = autoregressive_generate(target, prompt, o); }); };
+                const auto time_spec = [&] {
+                    return seconds([&] { spec = speculative_generate(target, proposer, builder, verifier, acceptor, prompt, o); });
+                };
+                double a = 0, b = 0;
+                if (r % 2 == 1) a = time_plain(), b = time_spec();
+                else b = time_spec(), a = time_plain();
                 if (r > 0) tot.t_plain += a, tot.t_spec += b;
             }
             tot.tokens += static_cast<long>(spec.tokens.size());

@@ -197,7 +197,7 @@ struct Row {
     bool graphs = false;
     std::string products;  // "skinny" (as built) or "lt-first" (cuBLASLt's first choice for every product)
     int n_nodes = 0;
-    double latency_ms = 0, floor_ms = 0, over_n1 = 0;
+    double latency_ms = 0, floor_ms = 0, over_n1 = 0;  // over_n1: over the first --nodes size (1 by default)
 };
 
 }  // namespace
@@ -230,7 +230,7 @@ int main(int argc, char** argv) {
         std::printf("device: %s\nceilings: device-to-device copy %.0f GB/s, bf16 GEMM (8192^3, fp32 out) %.1f TFLOP/s\n\n",
                     ctx.properties().name, bandwidth / 1e9, flops / 1e12);
         std::printf("%-6s %8s %6s %-9s %4s %12s %10s %9s %9s\n", "model", "read MB", "graphs", "products", "N",
-                    "latency ms", "floor ms", "x floor", "x N=1");
+                    "latency ms", "floor ms", "x floor", "x first N");
 
         std::vector<Row> rows;
         std::vector<int> sizes;  // tree sizes to time; the first is the ratio's base
@@ -295,11 +295,11 @@ int main(int argc, char** argv) {
         for (const std::string& row : piece_table) std::printf("%s\n", row.c_str());
         if (!csv_path.empty()) {
             std::ofstream csv(csv_path);
-            csv << "model,weights_read_MB,graphs,products,n_nodes,latency_ms,floor_ms,over_floor,over_n1,bandwidth_GBps,gemm_TFLOPs\n";
+            csv << "model,weights_read_MB,graphs,products,n_nodes,latency_ms,floor_ms,over_floor,over_first_n,bandwidth_GBps,gemm_TFLOPs,gpu\n";
             for (const Row& r : rows)
                 csv << r.model << ',' << r.read_mb << ',' << (r.graphs ? "on" : "off") << ',' << r.products << ',' << r.n_nodes << ','
                     << r.latency_ms << ',' << r.floor_ms << ',' << r.latency_ms / r.floor_ms << ',' << r.over_n1 << ','
-                    << bandwidth / 1e9 << ',' << flops / 1e12 << '\n';
+                    << bandwidth / 1e9 << ',' << flops / 1e12 << ",\"" << ctx.properties().name << "\"\n";
             std::fprintf(stderr, "[bench] wrote %s\n", csv_path.c_str());
         }
     } catch (const std::exception& e) {

@@ -34,6 +34,7 @@
 #include "detail/model/matmul.hpp"
 #include "detail/model/panel_matmul.hpp"
 #include "detail/model/thread_pool.hpp"
+#include "../machine.hpp"
 #include "ceilings.hpp"
 
 namespace {
@@ -230,7 +231,7 @@ int run(int argc, char** argv) {
     const auto started = Clock::now();
     ThreadPool pool(threads), pool1(1);
     const auto f = specdec::cpu_features();
-    std::printf("cpu: avx2_fma=%d avx512=%d avx512_bf16=%d, path=%s, threads=%d\n", f.avx2_fma, f.avx512,
+    std::printf("cpu: %s; avx2_fma=%d avx512=%d avx512_bf16=%d, path=%s, threads=%d\n", example::machine_name().c_str(), f.avx2_fma, f.avx512,
                 f.avx512_bf16, specdec::detail::isa_name(specdec::detail::best_isa()), pool.size());
 
     // 1 GiB of f32: the bandwidth probe, then the f32 weight arena. Filled in parallel (first touch).

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "../machine.hpp"
 #include "ceilings.hpp"
 #include "specdec.hpp"
 
@@ -45,9 +46,10 @@ struct Row {
     double median_ms = 0, best_ms = 0, ratio = 0;  // ratio: x floor (decode), / N=1 (tree), % FMA (prefill)
 };
 
-double median_of(std::vector<double> v) {
+double median_of(std::vector<double> v) {  // of an even count, the mean of the middle two
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 std::size_t matrix_params(const Config& c) {
@@ -276,8 +278,8 @@ int run(int argc, char** argv) {
     ceil = measure_ceilings(pool, big);
     double best_gbs = ceil.read_gbs_all;
     if (only == "gguf-1.1B") return gguf_case(pool, best_gbs, big, quick);
-    std::printf("threads %d; read %.1f GB/s (1 thread) %.1f GB/s (all); f32 FMA %.1f GFLOP/s (1 thread) %.1f (all)\n",
-                pool.size(), ceil.read_gbs_1, ceil.read_gbs_all, ceil.fma_gflops_1, ceil.fma_gflops_all);
+    std::printf("%s; threads %d; read %.1f GB/s (1 thread) %.1f GB/s (all); f32 FMA %.1f GFLOP/s (1 thread) %.1f (all)\n",
+                example::machine_name().c_str(), pool.size(), ceil.read_gbs_1, ceil.read_gbs_all, ceil.fma_gflops_1, ceil.fma_gflops_all);
     const bool dot = panels_available() && bf16_dot_available();
     if (dot) std::printf("bf16 dot (vdpbf16ps, bf16 x bf16 -> f32) %.1f GFLOP/s (all)\n", ceil.dot_gflops_all);
     std::printf("decode and trees: medians over interleaved rounds (best ms: the best round; decode = the N = 1 tree); "
@@ -365,7 +367,7 @@ int run(int argc, char** argv) {
                 CpuModel ref(cfg, w, {.max_tree_nodes = 512, .weight_format = fmt, .reference = true});
                 detail::prefill(ref, context, 64);
                 const Timing r = time_runs([&](int) { ref.forward(one, 0); }, 2, min_s);
-                record({s.name, dtype, "reference", 1, 1e3 * r.median, 1e3 * r.best, r.median / floor_s});
+                record({s.name, dtype, "reference (1 thread)", 1, 1e3 * r.median, 1e3 * r.best, r.median / floor_s});
             }
             for (std::size_t i = 0; i < sizes.size(); ++i)
                 record({s.name, dtype, "tree", sizes[i], median_of(tree_ms[i]), best_of(tree_ms[i]), median_of(tree_ratio[i])});

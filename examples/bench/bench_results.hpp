@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -47,7 +48,7 @@ struct MethodResult {
     double pct_threshold = NAN;     // pct: the s_d/s_t it pruned with (the entry's, or measured once in the run)
     bool pct_threshold_measured = false;  // true: measured on this machine in this run
     std::vector<std::pair<std::string, long>> calls_per_model;  // drafter forwards per model folder, all timed runs
-    std::vector<long> tau_hist;   // [k]: steps that yielded k tokens (accepted drafts + bonus), k >= 1
+    std::vector<long> tau_hist;   // [k]: steps that added k tokens to the output (StepRecord::n_emitted): mean tau
     bool exact_check = false;     // greedy: outputs compared token for token with autoregressive
     std::string acceptor;         // the acceptor that ran and its precondition (compose.hpp's Run::acceptor)
     bool claims_lossless = true;  // false: lossy by design (target-initialised MCSD, a registered method saying so)
@@ -102,7 +103,8 @@ inline std::string lossless_text(const MethodResult& r) {
     if (r.exact_check) {
         const std::string measured = "greedy identity measured: " + std::to_string(r.n_compared - r.n_mismatched) + "/" +
                                      std::to_string(r.n_compared) + " prompts identical to autoregressive";
-        return r.n_mismatched > 0 && r.claims_lossless ? "NOT LOSSLESS: " + measured : measured;
+        if (!r.claims_lossless) return "LOSSY by design; " + measured;  // improved MCSD's top seeds at T = 0
+        return r.n_mismatched > 0 ? "NOT LOSSLESS: " + measured : measured;
     }
     if (r.spec.kind == MethodKind::kTargetInit)
         return "LOSSY by design (improved MCSD; its loss measured by examples/bench/mcsd_study law)";
@@ -110,6 +112,16 @@ inline std::string lossless_text(const MethodResult& r) {
     if (!r.check_report.empty()) return by_design + "check_lossless ran: " + r.check_report;
     // A few prompts cannot test a law: this run did not check it, and says what the acceptor needs.
     return by_design + "not checked in this run (" + r.acceptor + ")";
+}
+
+/// The target as the CSV names it on every row: the simulation label of a widened target, else the
+/// folder's name and size.
+inline std::string target_text(const Results& res) {
+    if (!res.target_label.empty()) return res.target_label;
+    if (res.models.empty()) return "";
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1fM", static_cast<double>(res.models.front().config.parameter_count()) / 1e6);
+    return res.models.front().name + " (" + size + " parameters)";
 }
 
 /// The label every result on a widened target carries (docs/widening.md, the label rule): the numbers

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "../machine.hpp"
 #include "ceilings.hpp"
 #include "specdec.hpp"
 
@@ -91,9 +92,10 @@ StepTimes step(TrainableLlama& model, AdamW<>& optimizer, const Shape& s, const 
     return t;
 }
 
-double median_of(std::vector<double> v) {
+double median_of(std::vector<double> v) {  // of an even count, the mean of the middle two
     std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
 }
 
 int run(int argc, char** argv) {
@@ -143,8 +145,8 @@ int run(int argc, char** argv) {
     peak_one = std::max(peak_one, peak_rate(one, fma_best));
 
     const double flops_per_token = 3.0 * forward_flops_per_token(c, s.T);
-    std::printf("bench_train: %s, %d threads; %zu parameters (L %d, D %d, F %d, heads %d/%d, V %d%s); batch %d x %d\n",
-                cpu_features().avx512 ? "AVX-512" : cpu_features().avx2_fma ? "AVX2" : "scalar", threads,
+    std::printf("bench_train: %s; %s, %d threads; %zu parameters (L %d, D %d, F %d, heads %d/%d, V %d%s); batch %d x %d\n",
+                example::machine_name().c_str(), cpu_features().avx512 ? "AVX-512" : cpu_features().avx2_fma ? "AVX2" : "scalar", threads,
                 parameter_count(w, c), c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.num_attention_heads,
                 c.num_key_value_heads, c.vocab_size, c.tie_word_embeddings ? ", tied" : "", s.B, s.T);
     const double attention = 3.0 * c.num_hidden_layers * 4.0 * c.num_attention_heads * c.head_dim() * (s.T + 1) / 2.0;

@@ -37,7 +37,8 @@ Timing time_runs(Run&& run, int min_reps = 5, double min_seconds = 0.15, int max
         if (rep >= min_reps && seconds_since(start) >= min_seconds) break;
     }
     std::sort(times.begin(), times.end());
-    return {times[times.size() / 2], times.front()};
+    const std::size_t h = times.size() / 2;  // of an even count, the mean of the middle two
+    return {times.size() % 2 == 1 ? times[h] : (times[h - 1] + times[h]) / 2, times.front()};
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -347,7 +347,7 @@ inline MethodResult finish(const MethodSpec& spec, float temperature, const Accu
     std::vector<double> verify, single;
     for (const StepRecord& s : a.pooled.steps) {
         verify.push_back(s.t_verify);
-        const int k = s.n_accepted + 1;
+        const int k = s.n_emitted;  // tokens the step added: the histogram's mean is tau
         if (static_cast<int>(r.tau_hist.size()) <= k) r.tau_hist.resize(k + 1, 0);
         ++r.tau_hist[k];
     }
@@ -486,8 +486,8 @@ inline void print_table(const Results& res) {
         const std::string spd = fmt("%.2f", r.speedup.median) + " [" + fmt("%.2f", r.speedup.lo) + "-" +
                                 fmt("%.2f", r.speedup.hi) + "]";
         const bool ar = r.spec.kind == MethodKind::kAutoregressive;
-        std::printf("%-26s %4.1f %5.2f %5s %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
-                    r.temperature, r.summary.tau, ar ? "-" : fmt("%.2f", r.summary.alpha_token).c_str(),
+        std::printf("%-26s %4s %5.2f %5s %5s %5s %5s %18s %17s %6.2f %6.2f %6s %6s  %s\n", r.spec.name.c_str(),
+                    fmt("%g", r.temperature).c_str(), r.summary.tau, ar ? "-" : fmt("%.2f", r.summary.alpha_token).c_str(),
                     ar ? "-" : fmt("%.2f", r.summary.alpha_depth).c_str(),
                     ar ? "-" : fmt("%.2f", r.summary.alpha_longest).c_str(),
                     ar ? "-" : fmt("%.1f", r.summary.nodes_per_step).c_str(), rate.c_str(), spd.c_str(), r.swi_params,
@@ -509,7 +509,7 @@ inline std::string csv_of(const Results& res) {
         "method,kind,drafter,temperature,tau,alpha_token,alpha_depth_edd,alpha_longest_mcsd,nodes_per_step,tokens_per_s,"
         "tokens_per_s_min,tokens_per_s_max,speedup,speedup_min,speedup_max,swi_params,swi_measured,"
         "expected_speedup,target_call_ms,verify_ms,draft_call_ms,draft_share,n_tokens,n_target_calls,n_draft_calls,"
-        "prompts_compared,prompts_mismatched,lossless,target,pct_threshold\n";
+        "prompts_compared,prompts_mismatched,lossless,target,pct_threshold,machine,threads,weights\n";
     for (const MethodResult& r : res.rows) {
         const Summary& m = r.summary;
         std::string name = r.spec.name;  // CSV-quote: names may hold commas
@@ -523,8 +523,8 @@ inline std::string csv_of(const Results& res) {
              fmt("%.4f", 1e3 * r.draft_call_s) + "," + fmt("%.4f", m.draft_share()) + "," + std::to_string(m.n_tokens) +
              "," + std::to_string(m.n_target_calls) + "," + std::to_string(m.n_draft_calls) + "," +
              std::to_string(r.n_compared) + "," + std::to_string(r.n_mismatched) + ",\"" + lossless_text(r) + "\",\"" +
-             (res.target_label.empty() ? std::string("demo target (14M)") : res.target_label) + "\"," +
-             (std::isfinite(r.pct_threshold) ? fmt("%.4f", r.pct_threshold) : std::string()) + "\n";
+             target_text(res) + "\"," + (std::isfinite(r.pct_threshold) ? fmt("%.4f", r.pct_threshold) : std::string()) +
+             ",\"" + res.machine + "\"," + std::to_string(res.threads) + ",\"" + res.weights + "\"\n";
     }
     return s;
 }
@@ -744,7 +744,10 @@ inline Results measure(const Args& args, const std::vector<MethodSpec>& register
                 // One seed per (prompt, repeat), shared by every method.
                 const GenerateOptions opts{.max_new_tokens = args.max_new, .sampling = sampling,
                                            .seed = args.seed * 1'000'003ULL + rep * 10'007ULL + p, .eos_token = -1};
-                for (std::size_t mi = 0; mi < M; ++mi) {
+                // Every method on this prompt, one after another, the first one rotating: no method always
+                // runs first (on what the one before it left in the caches) or last.
+                for (std::size_t k = 0; k < M; ++k) {
+                    const std::size_t mi = (k + static_cast<std::size_t>(rep) * P + p) % M;
                     const auto t0 = clock::now();
                     Run run = run_method(methods[mi], models, prompts[p].tokens, opts);
                     const double s = std::chrono::duration<double>(clock::now() - t0).count();

@@ -245,7 +245,7 @@ inline std::string table_section(const Results& r) {
                     "<th>tokens/s <span class=\"sub\">min–max</span></th>"
                     "<th>speedup <span class=\"sub\">min–max</span></th>"
                     "<th title=\"cost per forward = matrix parameters\">SWI params</th>"
-                    "<th title=\"cost per forward = measured median seconds\">SWI measured</th>"
+                    "<th title=\"cost per forward = measured seconds (target: median one-token forward; drafter: mean forward)\">SWI measured</th>"
                     "<th title=\"(1-a^(g+1))/((1-a)(g c+1)), chains only\">expected</th>"
                     "<th>draft share</th>"
                     "<th style=\"text-align:left\">lossless</th></tr>\n";
@@ -525,7 +525,7 @@ inline std::string notes_section() {
 <dt>α MCSD</dt><dd>longest accepted draft / maximum draft length, summed over steps (MCSD).</dd>
 <dt>tokens/s</dt><dd>per repeat: new tokens of all prompts / their walltime (prefill of target and drafter included); median over repeats, min–max in grey.</dd>
 <dt>speedup</dt><dd>per repeat: autoregressive walltime / the method's walltime, same prompts and seeds; median and min–max over repeats.</dd>
-<dt>SWI</dt><dd>standardized walltime improvement (CS Drafting, §5): the cost of the same tokens decoded autoregressively over the method's cost, with a fixed cost per forward of each model — matrix parameters read (<i>params</i>), or measured median seconds (<i>measured</i>): one-token target forward of the autoregressive baseline, and one drafter forward of the method. Every target call is priced alike, so the gap to the measured speedup is what verifying a wide tree costs beyond one token, plus overheads.</dd>
+<dt>SWI</dt><dd>standardized walltime improvement (CS Drafting, §5): the cost of the same tokens decoded autoregressively over the method's cost, with a fixed cost per forward of each model — matrix parameters read (<i>params</i>), or measured seconds (<i>measured</i>): the median one-token target forward of the autoregressive baseline, and the mean drafter forward of the method. Every target call is priced alike, so the gap to the measured speedup is what verifying a wide tree costs beyond one token, plus overheads.</dd>
 <dt>expected</dt><dd>chains only: (1 − α<sup>γ+1</sup>) / ((1 − α)(γc + 1)), Leviathan et al. Thm 3.8, with α = α token and c = drafter forward / target forward, the measured seconds of the SWI.</dd>
 <dt>draft share</dt><dd>share of step time spent drafting (the rest: verify, accept, commit).</dd>
 <dt>lossless</dt><dd>at T = 0 every output must equal the autoregressive output token for token, on every prompt and repeat; the cell says “greedy identity measured: k/n prompts identical to autoregressive”. At T &gt; 0 losslessness is a statement about distributions, which a handful of prompts cannot check: the cell says “not checked in this run” and names the acceptor that ran and its precondition (the suite's chi-square tests, tests/loop/test_lossless_sampling.cpp, cover the acceptors, not every composition), unless the run was given --check-lossless N: then a registered method claiming losslessness shows check::check_lossless's verdict on the first two tokens of the first prompt over N runs, with its planted lossy control.</dd>

@@ -222,7 +222,10 @@ int main(int argc, char** argv) try {
 
     const fs::path out = argv[1];
     fs::create_directories(out);
-    const std::string svg = chart(runs, ordered, temps), md = table(runs, ordered, temps);
+    std::string md;  // each run's machine first: a speedup is this machine's
+    for (const Run& r : runs) md += "- " + r.dir + ": " + r.machine + ", " + std::to_string(r.threads) + " threads\n";
+    md += "\n" + table(runs, ordered, temps);
+    const std::string svg = chart(runs, ordered, temps);
     std::ofstream(out / "scale.svg") << svg;
     std::ofstream(out / "scale.md") << md;
     std::ofstream(out / "scale.html") << "<!doctype html><meta charset=\"utf-8\"><title>specdec: speedup by target cost</title>\n"

@@ -108,6 +108,18 @@ TEST_CASE("methods registered by a program appear in every report with what the 
             CHECK(row.at("n_draft_calls").as_int() > 0);
         }
         CHECK(registered == 4);
+        // The histogram counts the tokens each step added: its total is the output, its mean tau.
+        for (const json::Value& row : root.at("rows").as_array()) {
+            long steps = 0, tokens = 0, k = 0;
+            for (const json::Value& h : row.at("tokens_per_step_histogram").as_array()) steps += h.as_int(), tokens += k++ * h.as_int();
+            CHECK(tokens == row.at("n_tokens").as_int());
+            CHECK(steps == row.at("n_target_calls").as_int());
+        }
+    }
+    SECTION("every CSV row names the machine, the threads and the target") {
+        CHECK(csv.find(",target,pct_threshold,machine,threads,weights\n") != std::string::npos);
+        CHECK(csv.find("\"target (14.2M parameters)\",") != std::string::npos);
+        CHECK(csv.find("\"" + example::machine_name() + "\",1,\"") != std::string::npos);
     }
 }
 

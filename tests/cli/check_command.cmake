@@ -36,7 +36,7 @@ if(CASE STREQUAL "generate")
         if(NOT out STREQUAL ar)
             message(FATAL_ERROR "generate --method ${method} printed\n${out}\nplain decoding (--method ar) printed\n${ar}")
         endif()
-        expect_match("^${method}: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
+        expect_match("^${method}: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x \\(timed again without printing, one run each; .+, [0-9]+ threads?\\); identical to autoregressive greedy decoding"
             "${err}" "generate --method ${method}'s summary")
     endforeach()
     # Prompt lookup needs no drafter: the text itself drafts, and the output is still plain greedy decoding's.
@@ -45,7 +45,7 @@ if(CASE STREQUAL "generate")
     if(NOT out STREQUAL ar)
         message(FATAL_ERROR "generate --method lookup printed\n${out}\nplain decoding (--method ar) printed\n${ar}")
     endif()
-    expect_match("^lookup: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
+    expect_match("^lookup: 40 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x \\(timed again without printing, one run each; .+, [0-9]+ threads?\\); identical to autoregressive greedy decoding"
         "${err}" "generate --method lookup's summary")
     string(FIND "${ar}" "${prompt}" at)
     if(NOT at EQUAL 0)
@@ -325,7 +325,7 @@ elseif(CASE STREQUAL "vocab")
     if(NOT out STREQUAL ar)
         message(FATAL_ERROR "--method text printed\n${out}\nplain decoding printed\n${ar}")
     endif()
-    expect_match("^text: 24 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding"
+    expect_match("^text: 24 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x \\(timed again without printing, one run each; .+, [0-9]+ threads?\\); identical to autoregressive greedy decoding"
         "${err}" "generate --method text's summary")
 elseif(CASE STREQUAL "scale")
     # --target-scale 110m: the target widened to 110M cost (docs/widening.md) prints the greedy text of the
@@ -351,7 +351,7 @@ elseif(CASE STREQUAL "scale")
         if(NOT out STREQUAL ar)
             message(FATAL_ERROR "${what} --target-scale 110m printed\n${out}\nplain decoding of the trained target printed\n${ar}")
         endif()
-        expect_match("^${method}: 40 tokens ${forwards}, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x; identical to autoregressive greedy decoding; ${label}\n$"
+        expect_match("^${method}: 40 tokens ${forwards}, tau [0-9.]+, [0-9.]+ tok/s; autoregressive [0-9.]+ tok/s: speedup [0-9.]+x \\(timed again without printing, one run each; .+, [0-9]+ threads?\\); identical to autoregressive greedy decoding; ${label}\n$"
             "${err}" "${what} --target-scale 110m's summary (the forwards of the trained target's run: ${forwards})")
     endforeach()
     run_specdec(out err rc generate --target models/target --target-scale 3b --prompt x)
