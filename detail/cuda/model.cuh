@@ -299,6 +299,7 @@ public:
                        std::to_string(cfg_.num_hidden_layers) + "]";
             });
         if (layers == hidden_layers_) return;  // the same layers: the committed states stay valid
+        ctx_->synchronize();  // a queued commit may still copy into the buffers replaced here
         hidden_layers_ = std::move(layers);
         hidden_dev_ = DeviceBuffer<float>(hidden_layers_.size() * static_cast<std::size_t>(opt_.max_tree_nodes) *
                                           cfg_.hidden_size);

@@ -157,7 +157,9 @@ TEST_CASE("RoPE rotates q in place and stores rotated k and v in the cache rows 
 
 TEST_CASE("tree attention matches the CPU reference for N = 1..64 over ragged cache lengths, split or not", "[cuda][kernel]") {
     CudaContext ctx;
-    const auto [H, Hkv, hd] = GENERATE(std::tuple{4, 2, 8}, std::tuple{6, 3, 32}, std::tuple{32, 4, 64}, std::tuple{8, 8, 128});
+    // hd 6 and 12 take the scalar branch (hd % 8 != 0: GLIDE's small cross heads), the others the 16-byte one.
+    const auto [H, Hkv, hd] = GENERATE(std::tuple{4, 2, 8}, std::tuple{6, 3, 32}, std::tuple{32, 4, 64}, std::tuple{8, 8, 128},
+                                       std::tuple{4, 2, 6}, std::tuple{2, 1, 12});
     const auto [T, N, first] = GENERATE(std::tuple{0, 1, 0}, std::tuple{1, 5, 0}, std::tuple{100, 1, 0},
                                         std::tuple{300, 33, 10}, std::tuple{37, 64, 0}, std::tuple{129, 64, 63});
     const int split_keys = GENERATE(32, 128);
@@ -735,7 +737,8 @@ TEST_CASE("CudaGlideModel is a LanguageModel that ModelProposer drives", "[cuda]
 }
 
 TEST_CASE("CudaGlideModel tree logits match GlideModel<CpuModel> holding the same bf16 matrices", "[cuda][glide]") {
-    // Target shapes: head_dim 8, 64, 128; target rows 37, 150 (two cross-attention chunks of 128), 0 and 61.
+    // Target shapes: head_dim 8, 64, 128; target rows 37, 150 (five cross-attention chunks of 32: the split
+    // for a target context of 512), 0 and 61.
     const auto [which, target_len] = GENERATE(std::tuple{0, 37}, std::tuple{1, 150}, std::tuple{2, 0}, std::tuple{2, 61});
     const Config tcfg = model_config(which);
     const Weights tw = bf16_matrices(tcfg, random_weights(tcfg, 31 + which, model_scale(tcfg)));

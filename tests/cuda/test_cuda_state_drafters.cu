@@ -370,6 +370,8 @@ TEST_CASE("FeatureProposer over CudaModel and CudaFeatureDrafter proposes the CP
                             Kind{"EAGLE layout (FC + bias, no end norms)", Connector::kFc, false, true},
                             Kind{"FSPAD (Feature Sampler + PAD)", Connector::kSampler, true, false});
     const int which = GENERATE(0, 1);
+    // With graphs, the drafter's layer replays its graph as the tree grows a depth at a time (first > 0).
+    const CudaGraphs graphs = GENERATE(CudaGraphs::kOff, CudaGraphs::kOn);
     const Config tc = target_config(which);
     const int V = tc.vocab_size;
     const Weights tw = bf16_matrices(tc, random_weights(tc, 101 + which, model_scale(tc)));
@@ -379,12 +381,12 @@ TEST_CASE("FeatureProposer over CudaModel and CudaFeatureDrafter proposes the CP
     // sqrt(D) larger).
     for (float& x : raw.connector_weights.gate) x *= std::sqrt(static_cast<float>(tc.hidden_size));
     const FeatureCheckpoint ck = bf16_drafter(std::move(raw));
-    CAPTURE(k.name, which);
+    CAPTURE(k.name, which, graphs == CudaGraphs::kOn);
     CpuModel cpu_target(tc, tw, kBf16Products);
     CudaContext ctx;
-    CudaModel gpu_target(tc, tw, ctx);
+    CudaModel gpu_target(tc, tw, ctx, CudaModelOptions{.graphs = graphs});
     FeatureDrafter cpu_drafter(ck, kBf16Products);
-    CudaFeatureDrafter gpu_drafter(ck, ctx);
+    CudaFeatureDrafter gpu_drafter(ck, ctx, CudaModelOptions{.graphs = graphs});
     FeatureProposer<CpuModel> cpu(cpu_target, cpu_drafter);
     FeatureProposer<CudaModel, CudaFeatureDrafter> gpu(gpu_target, gpu_drafter);
 
