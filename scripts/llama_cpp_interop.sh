@@ -5,8 +5,8 @@
 #   2. llama.cpp writes, specdec reads: llama.cpp's own convert_hf_to_gguf.py (q/k rows permuted for its
 #      RoPE) run by scripts/llama_cpp_convert.py; specdec's logits on it against the HF folder's, bit for bit;
 #   3. llama.cpp quantizes, specdec reads: llama-quantize turns the converted F32 file into Q8_0, Q4_0, Q4_1,
-#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, NVFP4, Q1_0,
-#      Q2_0, and with an importance
+#      Q5_0, Q5_1, Q6_K, Q2_K (mixed and --pure), Q3_K_M, Q4_K_M, Q5_K_M, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, Q1_0, Q2_0,
+#      and with an importance
 #      matrix (llama-imatrix on data/corpus/test.txt) IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_M, IQ3_XXS, IQ3_S (the K
 #      and IQ types but IQ4_NL need rows of a multiple of 256 values; for other rows llama-quantize falls back to
 #      another type: the line "llama-quantize ... wrote" counts what it wrote); each file is also compared, bit for bit, with ggml's own dequantization
@@ -177,10 +177,10 @@ imatrix=$cache/target.imatrix.gguf
 # NAME[:pure]; :pure passes --pure (one type for every matrix, no mix): a Q2_K mix of this model holds no Q2_K
 # tensor (its ffn_down is Q3_K, the rest falls back), a pure one holds 8. llama.cpp's IQ2_S file type writes
 # IQ2_XS matrices and its IQ2_M the IQ2_S ones. The IQ1, IQ2 and IQ3 types get the importance matrix.
-# QUANTS="Q1_0 NVFP4" picks some. Q1_0, Q2_0 and NVFP4 take rows of 128 / 64 values, so every matrix of the
-# target; TQ1_0 and TQ2_0 need 256 and fall back (the line "wrote" says to what).
+# QUANTS="Q1_0 TQ1_0" picks some. Q1_0 and Q2_0 take rows of 128 / 64 values, so every matrix of the target;
+# TQ1_0 and TQ2_0 need 256 and fall back (the line "wrote" says to what). (llama-quantize has no NVFP4 file type.)
 quants=${QUANTS:-Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q6_K Q2_K Q2_K:pure Q3_K_M Q4_K_M Q5_K_M IQ4_NL IQ4_XS \
-    IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_M IQ3_XXS IQ3_S TQ1_0 TQ2_0 NVFP4 Q1_0 Q2_0}
+    IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_M IQ3_XXS IQ3_S TQ1_0 TQ2_0 Q1_0 Q2_0}
 for spec in $quants; do
     t=${spec%:pure} name=llama-${spec/:/-} flags=()
     [[ "$spec" == *:pure ]] && flags=(--pure)
