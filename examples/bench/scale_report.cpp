@@ -30,7 +30,8 @@ struct Cell {
 };
 
 struct Run {
-    std::string dir, label, machine;  // label: "14M demo target" or the cost-scaled label
+    std::string dir, label, machine;  // label: the cost-scaled label, or "as trained" (no --target-scale)
+    bool scaled = false;
     double params = 0;                // the target's matrix parameters per token
     int threads = 0;
     std::map<std::pair<std::string, double>, Cell> cells;  // (method, temperature)
@@ -46,7 +47,8 @@ Run read_run(const fs::path& dir) {
     r.machine = root.at("machine").as_string();
     r.threads = static_cast<int>(root.at("threads").as_int());
     const json::Value* label = root.find("target_label");
-    r.label = label != nullptr && label->is_string() ? label->as_string() : "14M demo target";
+    r.scaled = label != nullptr && label->is_string();
+    r.label = r.scaled ? label->as_string() : "as trained";
     for (const json::Value& m : root.at("models").as_array())
         if (m.at("name").as_string() == "target") r.params = m.at("matrix_params").as_double();
     detail::require(r.params > 0, "scale_report", [&] { return file.string() + ": no model named 'target' in \"models\""; });
@@ -118,7 +120,7 @@ std::string chart(const std::vector<Run>& runs, const std::vector<std::string>& 
         s += buf;
         for (const Run& r : runs) {
             std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", px(r.params), y1 + 16,
-                          (params_text(r.params) + (r.label == "14M demo target" ? "" : " (cost)")).c_str());
+                          (params_text(r.params) + (r.scaled ? " (cost)" : "")).c_str());
             s += buf;
         }
         if (p == 0) {
@@ -168,7 +170,7 @@ std::string table(const std::vector<Run>& runs, const std::vector<std::string>& 
     std::string s = "| method | T | tau | nodes per step |";  // then speedup (tau) per run: tau is the same law's at every cost
     for (const Run& r : runs) {
         s += " speedup (tau), ";
-        s += r.label == "14M demo target" ? r.label : params_text(r.params) + ": " + r.label;
+        s += params_text(r.params) + ": " + r.label;
         s += " |";
     }
     s += "\n| --- | --- | --- | --- |";
