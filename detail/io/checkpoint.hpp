@@ -81,7 +81,7 @@ namespace detail {
 /// The bytes of a text file; `where` names the caller in errors (a directory or a missing file).
 SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where);
 /// config.json's rope_scaling object (not null) as a RopeScaling; unknown rope_type refused by name.
-SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file);
+SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file, int context = 0);
 /// A rope object of config.json: transformers 4.x's `rope_scaling`, or transformers 5's `rope_parameters`,
 /// which also carries rope_theta (`has_theta` says whether it does).
 struct RopeRead {
@@ -91,7 +91,8 @@ struct RopeRead {
 };
 /// `v` read as the config field `field` ("rope_scaling" or "rope_parameters"); an unknown rope_type, or a
 /// member the rope_type does not read, is refused by name.
-SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field);
+SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field,
+                                         int context = 0);
 SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b);
 SPECDEC_INLINE std::string rope_scaling_string(const RopeScaling& s);
 /// `s` as config.json's rope_scaling object (transformers 4.x spelling), null when unscaled; every
@@ -107,7 +108,7 @@ inline constexpr std::string_view kConfigKeysRead[] = {
     "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
     "vocab_size", "max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps",
     "tie_word_embeddings", "model_type", "partial_alignment", "hidden_act", "attention_bias", "mlp_bias",
-    "sliding_window", "num_local_experts", "num_experts", "head_dim"};
+    "sliding_window", "num_local_experts", "num_experts", "head_dim", "rope_interleaved"};
 inline constexpr std::string_view kConfigKeysInert[] = {
     "architectures",         // the class name; model_type and the tensors say what runs
     "_name_or_path",         // provenance
@@ -118,13 +119,18 @@ inline constexpr std::string_view kConfigKeysInert[] = {
     "initializer_range",      // the std of a fresh initialisation; weights are loaded
     "attention_dropout",      // dropout is off at inference
     "pretraining_tp",         // transformers <= 4.x splits each matmul into this many slices: the same sums
+    "_attn_implementation_autoset",  // transformers 4.48-4.49's note of which attention kernel it chose
+    "is_llama_config",               // nanotron's export flag (SmolLM2); LlamaConfig has no such field
+    "transformers.js_config",        // transformers.js's settings (dtype per file) for running it in a browser
 };
 /// Qwen2Config's and Qwen3Config's sliding-window keys (transformers, configuration_qwen2.py and
 /// configuration_qwen3.py): read for model_type qwen2 and qwen3 only. With use_sliding_window false
 /// (required) transformers sets sliding_window to None and derives every layer_types entry as
 /// "full_attention", so sliding_window and max_window_layers are inert; a layer_types given explicitly
 /// must say "full_attention" for every layer.
-inline constexpr std::string_view kQwenConfigKeys[] = {"use_sliding_window", "max_window_layers", "layer_types"};
+/// use_mrope (Qwen2.5's and its distillations' configs say false; Qwen2Config has no such field) must be
+/// false: true is Qwen2-VL's multimodal rotation.
+inline constexpr std::string_view kQwenConfigKeys[] = {"use_sliding_window", "max_window_layers", "layer_types", "use_mrope"};
 inline constexpr std::string_view kGlideConfigKeys[] = {"glide_cross_attention",  "glide_target_layers",
                                                         "glide_cross_heads",      "glide_cross_head_dim",
                                                         "glide_target_kv_heads",  "glide_target_rope_theta",
@@ -219,7 +225,8 @@ SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std
     return ss.str();
 }
 
-SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field) {
+SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field,
+                                         int context) {
     require(v.is_object(), "checkpoint",
             [&] { return file + ": field '" + field + "' is " + json_preview(v) + ", expected an object or null"; });
     const bool parameters = field == "rope_parameters";  // transformers 5's spelling also holds rope_theta
@@ -242,8 +249,10 @@ SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string
         });
         return f->as_double();
     };
-    // llama3's and yarn's pretraining context, a positive integer.
+    // llama3's and yarn's pretraining context, a positive integer; absent, the model's context where the caller
+    // gives it (transformers 5's standardize_rope_params: setdefault to max_position_embeddings).
     const auto original_context = [&] {
+        if (context > 0 && v.find("original_max_position_embeddings") == nullptr) return context;
         const double original = number("original_max_position_embeddings");
         require(original >= 1 && original < 2147483648.0 && original == std::floor(original), "checkpoint", [&] {
             return file + ": field '" + field + ".original_max_position_embeddings' = " +
@@ -323,8 +332,8 @@ SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string
     return r;
 }
 
-SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file) {
-    return read_rope_object(v, file, "rope_scaling").scaling;
+SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file, int context) {
+    return read_rope_object(v, file, "rope_scaling", context).scaling;
 }
 
 SPECDEC_INLINE bool same_rope_scaling(const RopeScaling& a, const RopeScaling& b) {
@@ -451,14 +460,25 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     c.intermediate_size = integer("intermediate_size");
     c.num_hidden_layers = integer("num_hidden_layers");
     c.num_attention_heads = integer("num_attention_heads");
-    c.num_key_value_heads = root.find("num_key_value_heads") ? integer("num_key_value_heads") : c.num_attention_heads;
+    // LlamaConfig reads a null (or absent) num_key_value_heads as one KV head per query head.
+    const auto* kv_heads = root.find("num_key_value_heads");
+    c.num_key_value_heads = kv_heads != nullptr && !kv_heads->is_null() ? integer("num_key_value_heads") : c.num_attention_heads;
     c.vocab_size = integer("vocab_size");
-    c.max_position_embeddings = integer("max_position_embeddings");
     const auto field = [&](const char* name, auto read) { return detail::read_field(root, file, name, "checkpoint", read); };
     std::string model_type = "llama";  // what HF assumes of a LlamaConfig without one
     if (const auto* v = root.find("model_type"); v && !v->is_null()) model_type = field("model_type", detail::as_string);
+    const bool hf_type = model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3";
+    // A key the folder leaves out takes its config class's default (transformers' configuration_*.py):
+    // the context 2048 (Llama), 131072 (Mistral), 32768 (Qwen2, Qwen3); rms_norm_eps 1e-6 in all four.
+    // This library's own drafters always write both.
+    if (root.find("max_position_embeddings") != nullptr || !hf_type)
+        c.max_position_embeddings = integer("max_position_embeddings");
+    else
+        c.max_position_embeddings = model_type == "llama" ? 2048 : model_type == "mistral" ? 131072 : 32768;
+    const int declared_context = c.max_position_embeddings;  // before a sliding window caps it
     if (root.find("rope_theta")) c.rope_theta = static_cast<float>(field("rope_theta", detail::as_double));
     if (root.find("rms_norm_eps")) c.rms_norm_eps = static_cast<float>(field("rms_norm_eps", detail::as_double));
+    else if (hf_type) c.rms_norm_eps = 1e-6f;
     if (root.find("tie_word_embeddings")) c.tie_word_embeddings = field("tie_word_embeddings", detail::as_bool);
     // What this Llama cannot run is refused by the field that says so, before any weight is read:
     // loading it anyway would decode garbage without a word.
@@ -477,10 +497,16 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     c.qk_norm = model_type == "qwen3";   // modeling_qwen3.py: q_norm and k_norm on every layer
     if (root.find("partial_alignment")) c.partial_alignment = field("partial_alignment", detail::as_bool);
     if (root.find("hidden_act")) {
-        const std::string act = field("hidden_act", detail::as_string);
-        detail::require(act == "silu", "checkpoint",
-                        [&] { return file + ": hidden_act '" + act + "' is not supported (only silu)"; });
+        const std::string act = field("hidden_act", detail::as_string);  // transformers' ACT2CLS: swish is SiLU
+        detail::require(act == "silu" || act == "swish", "checkpoint",
+                        [&] { return file + ": hidden_act '" + act + "' is not supported (only silu, alias swish)"; });
     }
+    // SmolLM2's configs say rope_interleaved false: rotate-half, as transformers' Llama always rotates.
+    if (root.find("rope_interleaved"))
+        detail::require(!field("rope_interleaved", detail::as_bool), "checkpoint", [&] {
+            return file + ": rope_interleaved = true is not supported (RoPE over adjacent pairs; the Llama rotates "
+                          "the two halves of each head, as transformers does)";
+        });
     for (const char* flag : {"attention_bias", "mlp_bias"})
         if (root.find(flag))
             detail::require(!field(flag, detail::as_bool), "checkpoint", [&] {
@@ -500,20 +526,32 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
                               "attend to the last sliding_window tokens only; full attention only)";
             });
         if (root.find("max_window_layers")) (void)field("max_window_layers", detail::as_int);  // inert, but a number
+        if (root.find("use_mrope"))
+            detail::require(!field("use_mrope", detail::as_bool), "checkpoint", [&] {
+                return file + ": use_mrope = true is not supported (Qwen2-VL's multimodal rotary sections)";
+            });
         if (const auto* v = root.find("layer_types"); v && !v->is_null()) {
             detail::require(v->is_array() && static_cast<std::int64_t>(v->as_array().size()) == c.num_hidden_layers,
                             "checkpoint", [&] {
                                 return file + ": field 'layer_types' is " + detail::json_preview(*v) + ", expected an array of " +
                                        std::to_string(c.num_hidden_layers) + " strings (one per layer)";
                             });
+            // Without use_sliding_window the window is None, so a "sliding_attention" layer attends to
+            // everything too (modeling_qwen3.py reads config.sliding_window for those layers).
             for (std::size_t i = 0; i < v->as_array().size(); ++i) {
                 const json::Value& t = v->as_array()[i];
-                detail::require(t.is_string() && t.as_string() == "full_attention", "checkpoint", [&] {
-                    return file + ": field 'layer_types[" + std::to_string(i) + "]' is " + detail::json_preview(t) +
-                           ", not supported (full attention only: every layer must be \"full_attention\")";
-                });
+                detail::require(t.is_string() && (t.as_string() == "full_attention" || t.as_string() == "sliding_attention"),
+                                "checkpoint", [&] {
+                                    return file + ": field 'layer_types[" + std::to_string(i) + "]' is " +
+                                           detail::json_preview(t) + ", expected \"full_attention\" or \"sliding_attention\"";
+                                });
             }
         }
+    }
+    // MistralConfig's sliding_window defaults to 4096: a Mistral folder without the key has the window.
+    if (model_type == "mistral" && root.find("sliding_window") == nullptr) {
+        c.sliding_window = 4096;
+        c.max_position_embeddings = std::min(c.max_position_embeddings, c.sliding_window);
     }
     if (const auto* v = root.find("sliding_window"); !qwen && v && !v->is_null()) {
         // Mistral v0.1 attends to the last sliding_window positions (4096). Within that many positions this
@@ -539,9 +577,9 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     // A null rope_scaling is "not given", as transformers reads it.
     const auto* scaling = root.find("rope_scaling");
     const auto* parameters = root.find("rope_parameters");
-    if (scaling && !scaling->is_null()) c.rope_scaling = detail::read_rope_scaling(*scaling, file);
+    if (scaling && !scaling->is_null()) c.rope_scaling = detail::read_rope_scaling(*scaling, file, declared_context);
     if (parameters && !parameters->is_null()) {
-        const detail::RopeRead r = detail::read_rope_object(*parameters, file, "rope_parameters");
+        const detail::RopeRead r = detail::read_rope_object(*parameters, file, "rope_parameters", declared_context);
         if (scaling && !scaling->is_null())
             detail::require(detail::same_rope_scaling(r.scaling, c.rope_scaling), "checkpoint", [&] {
                 return file + ": fields 'rope_scaling' (" + detail::rope_scaling_string(c.rope_scaling) +

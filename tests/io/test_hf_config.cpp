@@ -456,6 +456,39 @@ TEST_CASE("a config.json key the reader does not know is refused by name, a know
         CHECK(c.hidden_size == 32);
         CHECK(c.rope_scaling.type == RopeScalingType::kNone);
     }
+    SECTION("keys of today's Hub folders: SmolLM2's, Qwen2.5's, transformers 4.48's") {
+        const Config smol = load_text("smollm2", config_json(",\"is_llama_config\":true,\"rope_interleaved\":false,"
+                                                             "\"transformers.js_config\":{\"dtype\":\"q4\"},"
+                                                             "\"_attn_implementation_autoset\":true,\"hidden_act\":\"swish\""));
+        CHECK(smol.hidden_size == 32);
+        CHECK_THROWS_WITH(load_text("interleaved", config_json(",\"rope_interleaved\":true")),
+                          Catch::Contains("rope_interleaved = true is not supported"));
+        CHECK_THROWS_WITH(load_text("gelu", config_json(",\"hidden_act\":\"gelu\"")),
+                          Catch::Contains("hidden_act 'gelu' is not supported (only silu, alias swish)"));
+        const std::string qwen = ",\"model_type\":\"qwen2\",\"use_sliding_window\":false";
+        CHECK(load_text("qwen25", config_json(qwen + ",\"use_mrope\":false")).qkv_bias);
+        CHECK_THROWS_WITH(load_text("mrope", config_json(qwen + ",\"use_mrope\":true")),
+                          Catch::Contains("use_mrope = true is not supported"));
+        // use_mrope is Qwen's: a Llama naming it is refused as any unknown key.
+        CHECK_THROWS_WITH(load_text("mrope_llama", config_json(",\"use_mrope\":false")), Catch::Contains("field 'use_mrope'"));
+    }
+    SECTION("a key left out takes its config class's default, as transformers reads the folder") {
+        const std::string bare = "{\"hidden_size\":32,\"intermediate_size\":48,\"num_hidden_layers\":2,"
+                                 "\"num_attention_heads\":4,\"vocab_size\":64";
+        const Config llama = load_text("defaults_llama", bare + ",\"num_key_value_heads\":null}");
+        CHECK(llama.num_key_value_heads == 4);  // null: one KV head per query head
+        CHECK(llama.max_position_embeddings == 2048);
+        CHECK(llama.rms_norm_eps == 1e-6f);
+        const Config qwen = load_text("defaults_qwen3", bare + ",\"model_type\":\"qwen3\"}");
+        CHECK(qwen.max_position_embeddings == 32768);
+        // MistralConfig's window defaults to 4096: the context (131072 by default) is capped there.
+        const Config mistral = load_text("defaults_mistral", bare + ",\"model_type\":\"mistral\"}");
+        CHECK(mistral.sliding_window == 4096);
+        CHECK(mistral.max_position_embeddings == 4096);
+        const Config v03 = load_text("mistral_v03", bare + ",\"model_type\":\"mistral\",\"sliding_window\":null}");
+        CHECK(v03.sliding_window == 0);
+        CHECK(v03.max_position_embeddings == 131072);
+    }
     SECTION("every key save_config writes is one load_config knows") {
         Config cfg = test::tiny_config();
         cfg.attention_head_dim = 16;
@@ -560,8 +593,11 @@ TEST_CASE("yarn's optional members read as transformers reads them, and round-tr
     const auto refused = [&](const std::string& name, const std::string& scaling) {
         return [=] { (void)load_text(name, config_json(",\"rope_scaling\":{" + scaling + "}")); };
     };
-    CHECK_THROWS_WITH(refused("yarn_no_original", "\"rope_type\":\"yarn\",\"factor\":4.0")(),
-                      Catch::Contains("field 'rope_scaling.original_max_position_embeddings' is missing (rope_type 'yarn' needs it)"));
+    // Without original_max_position_embeddings transformers 5 takes max_position_embeddings (128 here).
+    const Config no_original = load_text("yarn_no_original", config_json(",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}"));
+    CHECK(no_original.rope_scaling.original_max_position_embeddings == 128);
+    CHECK_THROWS_WITH(refused("yarn_no_factor", "\"rope_type\":\"yarn\",\"original_max_position_embeddings\":64")(),
+                      Catch::Contains("field 'rope_scaling.factor' is missing (rope_type 'yarn' needs it)"));
     CHECK_THROWS_WITH(refused("yarn_shrink", "\"rope_type\":\"yarn\",\"factor\":0.5,\"original_max_position_embeddings\":64")(),
                       Catch::Contains("rope_scaling.factor must be >= 1 for yarn, got 0.5"));
     CHECK_THROWS_WITH(refused("yarn_betas_reversed", base + ",\"beta_fast\":1,\"beta_slow\":32")(),

@@ -97,7 +97,7 @@ const std::vector<Case> kCorpus = {
      {"num_hidden_layers = 2147483647", "tensors for 1 layers with indices up to 2147483646"}},
     {"checkpoint/shape_mismatch", Loader::kCheckpoint,
      {"tensor 'model.embed_tokens.weight' has shape [20, 8], the config implies [16, 8]"}},
-    {"checkpoint/rope_scaling_yarn", Loader::kCheckpoint, {"field 'rope_scaling.original_max_position_embeddings' is missing (rope_type 'yarn' needs it)"}},
+    {"checkpoint/rope_scaling_yarn", Loader::kCheckpoint, {"field 'rope_scaling.factor' is missing (rope_type 'yarn' needs it)"}},
     {"checkpoint/rope_scaling_no_factor", Loader::kCheckpoint, {"field 'rope_scaling.factor' is missing (rope_type 'linear' needs it)"}},
     {"checkpoint/rope_scaling_not_object", Loader::kCheckpoint, {"field 'rope_scaling' is string \"llama3\", expected an object or null"}},
     {"checkpoint/sliding_window_zero", Loader::kCheckpoint, {"field 'sliding_window' = 0 must be a positive integer"}},

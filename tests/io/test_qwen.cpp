@@ -249,8 +249,11 @@ TEST_CASE("Qwen config keys are read where inert and refused by name where they 
     CHECK_THROWS_WITH(refused("sw", qwen_json("qwen2", ",\"use_sliding_window\":true,\"sliding_window\":4096"))(),
                       Catch::StartsWith("[specdec.checkpoint] ") && Catch::Contains("config.json") &&
                           Catch::Contains("use_sliding_window = true is not supported"));
-    CHECK_THROWS_WITH(refused("lt", qwen_json("qwen3", ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]"))(),
-                      Catch::Contains("field 'layer_types[1]' is string \"sliding_attention\", not supported"));
+    // Without use_sliding_window the window is None: a "sliding_attention" layer attends to everything too.
+    CHECK(load_text("q3_sliding_named", qwen_json("qwen3", ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]")).qk_norm);
+    CHECK_THROWS_WITH(refused("lt", qwen_json("qwen3", ",\"layer_types\":[\"full_attention\",\"chunked_attention\"]"))(),
+                      Catch::Contains("field 'layer_types[1]' is string \"chunked_attention\", expected \"full_attention\" or "
+                                      "\"sliding_attention\""));
     CHECK_THROWS_WITH(refused("lt_len", qwen_json("qwen2", ",\"layer_types\":[\"full_attention\"]"))(),
                       Catch::Contains("field 'layer_types' is array of 1, expected an array of 2 strings"));
     CHECK_THROWS_WITH(refused("bias3", qwen_json("qwen3", ",\"attention_bias\":true"))(),

@@ -172,7 +172,7 @@ void checkpoint_cases() {
         std::string s = config_json();
         return s.replace(s.rfind('}'), 1, ", " + extra + "}");
     };
-    write("checkpoint/rope_scaling_yarn/config.json", with("\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}"));
+    write("checkpoint/rope_scaling_yarn/config.json", with("\"rope_scaling\": {\"rope_type\": \"yarn\", \"original_max_position_embeddings\": 64}"));
     write("checkpoint/rope_scaling_no_factor/config.json", with("\"rope_scaling\": {\"type\": \"linear\"}"));
     write("checkpoint/rope_scaling_not_object/config.json", with("\"rope_scaling\": \"llama3\""));
     write("checkpoint/sliding_window_zero/config.json", with("\"model_type\": \"mistral\", \"sliding_window\": 0"));
