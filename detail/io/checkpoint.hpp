@@ -218,6 +218,9 @@ namespace detail {
 SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where) {
     std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
     require(!std::filesystem::is_directory(path, ec), where, [&] { return path.string() + ": is a directory, not a file"; });
+    // A FIFO would block the open until a writer comes, a device read forever: regular files only.
+    require(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), where,
+            [&] { return path.string() + ": is not a regular file (a FIFO, socket or device)"; });
     std::ifstream in(path, std::ios::binary);
     require(static_cast<bool>(in), where, [&] { return path.string() + ": cannot open file"; });
     std::ostringstream ss;

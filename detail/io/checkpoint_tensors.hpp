@@ -118,6 +118,7 @@ SPECDEC_INLINE CheckpointTensors CheckpointTensors::open_index(const std::filesy
     {
         std::error_code ec;
         if (std::filesystem::is_directory(index_path, ec)) fail("is a directory, not a file");
+        if (!std::filesystem::is_regular_file(index_path, ec)) fail("is not a regular file (a FIFO, socket or device)");
         std::ifstream in(index_path, std::ios::binary);
         if (!in) fail("cannot open file");
         std::ostringstream ss;

@@ -877,13 +877,17 @@ SPECDEC_INLINE GgufFile GgufFile::open(const std::filesystem::path& path) {
     f.path_ = path;
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) f.fail("is a directory, not a .gguf file");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO's open returns at once
     if (fd < 0) f.fail("cannot open: " + std::string(std::strerror(errno)));
     struct stat st{};
     if (::fstat(fd, &st) != 0) {
         const int e = errno;
         ::close(fd);
         f.fail("cannot stat: " + std::string(std::strerror(e)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        f.fail("is not a regular file (a FIFO, socket or device)");
     }
     const auto size = static_cast<std::size_t>(st.st_size);
     void* p = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;

@@ -257,6 +257,8 @@ SPECDEC_INLINE Checkpoint load_llama2c(const std::filesystem::path& path) {
     };
     std::error_code ec;
     require(!std::filesystem::is_directory(path, ec), [] { return std::string("is a directory, not a llama2.c .bin file"); });
+    require(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec),
+            [] { return std::string("is not a regular file (a FIFO, socket or device)"); });
     std::ifstream in(path, std::ios::binary);
     require(static_cast<bool>(in), [] { return std::string("cannot open file"); });
     const std::uintmax_t size_u = std::filesystem::file_size(path, ec);

@@ -280,13 +280,17 @@ SPECDEC_INLINE SafetensorsFile SafetensorsFile::open(const std::filesystem::path
 }
 
 SPECDEC_INLINE void SafetensorsFile::load(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO's open returns at once
     if (fd < 0) fail("cannot open: " + std::string(std::strerror(errno)));
     struct stat st{};
     if (::fstat(fd, &st) != 0) {
         const int e = errno;
         ::close(fd);
         fail("cannot stat: " + std::string(std::strerror(e)));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        fail("is not a regular file (a FIFO, socket or device)");
     }
     const auto size = static_cast<std::size_t>(st.st_size);
     if (size > 0) {

@@ -1334,6 +1334,8 @@ SPECDEC_INLINE Tokenizer Tokenizer::load(const std::filesystem::path& path) {
     std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
     if (std::filesystem::is_directory(path, ec))
         detail::fail("tokenizer", path.string() + ": is a directory, not a file (pass the path of its tokenizer.json)");
+    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))  // a FIFO would block
+        detail::fail("tokenizer", path.string() + ": is not a regular file (a FIFO, socket or device)");
     std::ifstream in(path, std::ios::binary);
     if (!in) detail::fail("tokenizer", path.string() + ": cannot open");
     std::ostringstream text;

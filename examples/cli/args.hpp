@@ -88,6 +88,7 @@ public:
             if (f == nullptr) throw UsageError("unknown option '--" + name + "'" + suggestion(flags, name));
             if (f->value.empty()) {
                 if (inline_value) throw UsageError("option '--" + name + "' takes no value");
+                if (values_.count(name) != 0) throw UsageError("option '--" + name + "' is given twice");
                 values_[name] = "";
                 continue;
             }
@@ -95,6 +96,7 @@ public:
                 throw UsageError("option '--" + name + "' is given twice ('" + values_[name] + "' and '" +
                                  (inline_value ? *inline_value : i + 1 < argc ? std::string(argv[i + 1]) : std::string()) + "')");
             if (inline_value) {
+                if (inline_value->empty()) throw UsageError("option '--" + name + "' needs a value (" + f->value + "), got an empty one");
                 values_[name] = *inline_value;
             } else {
                 if (i + 1 >= argc) throw UsageError("option '--" + name + "' needs a value (" + f->value + ")");

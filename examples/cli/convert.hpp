@@ -47,6 +47,42 @@ inline std::string convert_usage() {
                       convert_flags());
 }
 
+/// Whether `name` is a file a model folder holds (HF's, and what this library writes beside it).
+inline bool model_folder_file(const std::string& name) {
+    static const char* const kNames[] = {"config.json", "generation_config.json", "model.safetensors",
+                                         "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json",
+                                         "special_tokens_map.json", "tokenizer.model", "tokenizer.bin"};
+    for (const char* n : kNames)
+        if (name == n) return true;
+    return name.rfind("model-", 0) == 0 && name.size() > 12 && name.compare(name.size() - 12, 12, ".safetensors") == 0;
+}
+
+/// Makes room for OUT under --force, touching nothing but what the conversion replaces: a file OUT is
+/// overwritten by the writer; a folder OUT loses its model files first (a stale tokenizer.json would
+/// pair with the new weights) and is refused if it holds anything else, or holds the input.
+inline void clear_output(const fs::path& in, const fs::path& out, bool folder) {
+    std::error_code ec;
+    if (!fs::exists(out, ec)) return;
+    if (fs::is_directory(out, ec) != folder)
+        detail::fail("cli", out.string() + (folder ? ": exists and is not a folder; a folder is written here"
+                                                  : ": is a folder; a file is written here"));
+    if (!folder) return;
+    const fs::path rel = fs::relative(fs::weakly_canonical(in, ec), fs::weakly_canonical(out, ec), ec);
+    if (!ec && (rel.empty() || *rel.begin() != ".."))
+        detail::fail("cli", out.string() + ": holds the input " + in.string() + "; --force does not replace it");
+    std::vector<fs::path> ours;
+    std::string others;
+    for (const fs::directory_entry& e : fs::directory_iterator(out)) {
+        const std::string name = e.path().filename().string();
+        if (e.is_regular_file() && !e.is_symlink() && model_folder_file(name)) ours.push_back(e.path());
+        else others += (others.empty() ? "" : ", ") + name;
+    }
+    if (!others.empty())
+        detail::fail("cli", out.string() + ": holds " + others + ", which no model folder's writer replaces; --force "
+                            "replaces a model folder's own files only: choose a new or empty OUT");
+    for (const fs::path& p : ours) fs::remove(p);
+}
+
 /// `--to eagle`: a feature drafter folder to EAGLE-1/2's drafter folder for `--engine`.
 inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::path& out, const std::string& dtype_text) {
     const std::string engine_text = args.text("engine", "sglang");
@@ -54,6 +90,7 @@ inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::
         throw UsageError("option '--engine': '" + engine_text + "'; known: sglang, vllm");
     if (dtype_text != "f32" && dtype_text != "bf16")
         throw UsageError("option '--dtype': '" + dtype_text + "'; --to eagle writes f32 or bf16");
+    if (args.has("tokenizer")) throw UsageError("option '--tokenizer' does not go with --to eagle (the drafter uses the target's)");
     if (fs::exists(out) && !args.has("force"))
         detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
     if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
@@ -61,7 +98,7 @@ inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::
     const FeatureCheckpoint ck = load_feature_checkpoint(in);
     const ServingEngine engine = engine_text == "sglang" ? ServingEngine::kSglang : ServingEngine::kVllm;
     check_eagle_exportable(ck, engine, in.string());  // before OUT is touched
-    if (fs::exists(out)) fs::remove_all(out);
+    clear_output(in, out, true);
     save_eagle_layout(out, ck, engine, dtype_text == "bf16" ? SaveFormat::kBF16 : SaveFormat::kF32);
     std::printf("%s (feature drafter, fc, layout eagle) -> %s (EAGLE-1/2 drafter for %s, architectures [\"%s\"], %s): wrote "
                 "config.json, model.safetensors\n",
@@ -95,6 +132,7 @@ inline int run_convert(const Args& args) {
     const LoadedModel m = load_model(in, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});
     if (m.format == to && to != ModelFormat::kHfFolder)
         detail::fail("cli", in.string() + " and " + out.string() + " are both " + format_name(to) + ": nothing to convert");
+    clear_output(in, out, to == ModelFormat::kHfFolder);
     const std::string wrote = save_model(m, out, to, dtype_text);
     std::printf("%s (%s) -> %s (%s, %s): wrote %s\n", in.string().c_str(), format_name(m.format), out.string().c_str(),
                 format_name(to), dtype_text.c_str(), wrote.c_str());

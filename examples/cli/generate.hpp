@@ -69,8 +69,8 @@ inline std::string generate_usage() {
         "target forward), tokens/s, and the speedup over the target decoding alone (same prompt, same length).\n"
         "Methods: ar (the target alone), sd (a chain of drafts; Leviathan et al. 2023), tree (a k-ary token tree),\n"
         "cs (CS Drafting: the drafter reviewing Max-Gram), glide (a GLIDE drafter with CAPE), edd (an EDD drafter,\n"
-        "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree; with an EAGLE or FSPAD drafter,\n"
-        "drafting from the target's features), lookup (prompt lookup: no drafter, a chain copied from what followed\n"
+        "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree over any drafter; an EAGLE or\n"
+        "FSPAD drafter drafts from the target's features), lookup (prompt lookup: no drafter, a chain copied from what followed\n"
         "the text's last tokens earlier on; for a target that has no drafter), text (a drafter with a tokenizer of\n"
         "its own drafts as text, re-encoded into the target's tokens; both tokenizers as tokenizer.json).",
         generate_flags());
@@ -111,6 +111,9 @@ inline bench::MethodSpec method_spec(const Args& args, const std::string& method
     } else if (method == "glide") {  // GLIDE + CAPE (GLIDE §4.2): 7/5/3/1 extra candidates as confidence falls
         m.kind = MethodKind::kExpanded;
         m.gamma = gamma;
+        if (gamma > m.max_drafts)  // CAPE's chain is part of its draft budget
+            throw UsageError("option '--gamma': glide's chain of " + std::to_string(gamma) + " exceeds its " +
+                             std::to_string(m.max_drafts) + " drafts a step: at most " + std::to_string(m.max_drafts));
     } else if (method == "pct") {  // EDD's PCT with s_d/s_t measured on this machine (expand_threshold 0)
         m.kind = MethodKind::kPct;
         m.pct.expand_threshold = 0.0f;
@@ -206,6 +209,7 @@ inline int run_generate(const Args& args) {
     const std::string prompt_text = args.need("prompt");
     const std::string method = args.text("method", args.has("draft") ? "sd" : "ar");
     const bench::MethodSpec spec = method_spec(args, method);
+    if (args.has("draft-tokenizer") && !args.has("draft")) throw UsageError("option '--draft-tokenizer' goes with --draft");
     const bool speculative = spec.kind != bench::MethodKind::kAutoregressive;
     const bool needs_draft = speculative && spec.kind != bench::MethodKind::kLookup;
     if (needs_draft && !args.has("draft")) throw UsageError("--method " + method + " needs a drafter: --draft PATH");

@@ -91,7 +91,13 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     try {
-        return run(argc, argv);
+        const int rc = run(argc, argv);
+        // Output that could not be written (a full disk, a closed pipe) is a failure, not a success.
+        if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+            std::fprintf(stderr, "specdec: writing the output failed (stdout)\n");
+            return 1;
+        }
+        return rc;
     } catch (const specdec::error& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "specdec: %s\n", e.what());

@@ -173,6 +173,21 @@ elseif(CASE STREQUAL "convert")
             message(FATAL_ERROR "convert --to eagle --engine ${engine} wrote no model.safetensors")
         endif()
     endforeach()
+    # --force replaces a model folder's own files and nothing else: a folder holding other files (here, the
+    # input's parent) is refused with every file intact; a stale tokenizer.json does not outlive the model.
+    file(MAKE_DIRECTORY ${WORK}/parent)
+    file(WRITE ${WORK}/parent/notes.txt "keep me")
+    run_specdec(out err rc convert --to eagle models/eagle_layout ${WORK}/parent --force)
+    expect_rc(1 "${rc}" "${err}" "convert --to eagle --force into a folder holding other files")
+    expect_match("parent: holds notes\\.txt, which no model folder's writer replaces" "${err}" "convert --force into a folder of other files")
+    if(NOT EXISTS ${WORK}/parent/notes.txt)
+        message(FATAL_ERROR "convert --force deleted a file it does not write")
+    endif()
+    run_specdec(out err rc convert ${WORK}/small.bin ${WORK}/from_gguf --force)
+    expect_rc(0 "${rc}" "${err}" "convert --force over a folder with a tokenizer")
+    if(EXISTS ${WORK}/from_gguf/tokenizer.json)
+        message(FATAL_ERROR "convert --force left the old tokenizer.json beside the new weights")
+    endif()
 elseif(CASE STREQUAL "errors")
     # A malformed command line: a message and exit status 2. A file the library refuses: exit 1.
     foreach(args "generate;--targt;models/target"
@@ -223,7 +238,11 @@ elseif(CASE STREQUAL "errors")
                            "generate;--target;models/target;--prompt;x;--top-p;0|option '--top-p': 0 is outside \\(0, 1\\]"
                            "generate;--target;models/target;--draft;models/small;--method;lookup;--prompt;x|--method lookup drafts from the text itself: drop --draft"
                            "generate;--target;models/target;--draft;models/small;--ngram;2;--prompt;x|option '--ngram' applies to --method lookup"
-                           "generate;--target;models/target;--method;lookup;--ngram;0;--prompt;x|option '--ngram'")
+                           "generate;--target;models/target;--method;lookup;--ngram;0;--prompt;x|option '--ngram'"
+                           "generate;--target;models/target;--prompt;x;--no-baseline;--no-baseline|option '--no-baseline' is given twice"
+                           "generate;--target;models/target;--prompt;x;--tokenizer=|option '--tokenizer' needs a value \\(PATH\\), got an empty one"
+                           "generate;--target;models/target;--prompt;x;--draft-tokenizer;t.json|option '--draft-tokenizer' goes with --draft"
+                           "generate;--target;models/target;--draft;models/glide;--method;glide;--gamma;33;--prompt;x|option '--gamma': glide's chain of 33 exceeds its 32 drafts")
         string(REPLACE "|" ";" parts "${args_and_regex}")
         list(POP_BACK parts regex)
         run_specdec(out err rc ${parts})
