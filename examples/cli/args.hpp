@@ -153,14 +153,11 @@ public:
         const auto it = values_.find(name);
         if (it == values_.end()) return fallback;
         const std::string& s = it->second;
-        std::size_t used = 0;
-        double v = 0;
-        try {
-            v = std::stod(s, &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (used == 0 || used != s.size() || !std::isfinite(v))
+        double v = 0;  // from_chars, as the integers: no leading space or '+', no hex
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec == std::errc::result_out_of_range)
+            throw UsageError("option '--" + name + "': '" + s + "' is beyond what a double holds");
+        if (ec != std::errc() || end != s.data() + s.size() || !std::isfinite(v))
             throw UsageError("option '--" + name + "': '" + s + "' is not a number");
         if (v < lo || (lo_open && v == lo) || v > hi)
             throw UsageError("option '--" + name + "': " + s + " is outside " + (lo_open ? "(" : "[") + trim(lo) + ", " +

@@ -91,6 +91,8 @@ inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::
     if (dtype_text != "f32" && dtype_text != "bf16")
         throw UsageError("option '--dtype': '" + dtype_text + "'; --to eagle writes f32 or bf16");
     if (args.has("tokenizer")) throw UsageError("option '--tokenizer' does not go with --to eagle (the drafter uses the target's)");
+    if (format_of(out, true) != ModelFormat::kHfFolder)
+        throw UsageError("OUT '" + out.string() + "': --to eagle writes a folder, not a " + out.extension().string() + " file");
     if (fs::exists(out) && !args.has("force"))
         detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
     if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))

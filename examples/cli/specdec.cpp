@@ -13,6 +13,7 @@
 // build/specdec; `cmake --install build --prefix DIR` puts it in DIR/bin.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <string_view>
@@ -104,7 +105,10 @@ int main(int argc, char** argv) {
     } catch (const std::bad_alloc&) {
         std::fflush(stdout);
         std::fprintf(stderr, "specdec: out of memory\n");
-    } catch (const std::exception& e) {  // a file system error (a folder that cannot be written, ...)
+    } catch (const std::filesystem::filesystem_error& e) {  // a folder that cannot be made, a file not written
+        std::fflush(stdout);
+        std::fprintf(stderr, "specdec: [specdec.cli] %s\n", e.what());
+    } catch (const std::exception& e) {
         std::fflush(stdout);
         std::fprintf(stderr, "specdec: %s\n", e.what());
     }

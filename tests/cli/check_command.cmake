@@ -242,7 +242,9 @@ elseif(CASE STREQUAL "errors")
                            "generate;--target;models/target;--prompt;x;--no-baseline;--no-baseline|option '--no-baseline' is given twice"
                            "generate;--target;models/target;--prompt;x;--tokenizer=|option '--tokenizer' needs a value \\(PATH\\), got an empty one"
                            "generate;--target;models/target;--prompt;x;--draft-tokenizer;t.json|option '--draft-tokenizer' goes with --draft"
-                           "generate;--target;models/target;--draft;models/glide;--method;glide;--gamma;33;--prompt;x|option '--gamma': glide's chain of 33 exceeds its 32 drafts")
+                           "generate;--target;models/target;--draft;models/glide;--method;glide;--gamma;33;--prompt;x|option '--gamma': glide's chain of 33 exceeds its 32 drafts"
+                           "generate;--target;models/target;--prompt;x;--temperature;0x10|option '--temperature': '0x10' is not a number"
+                           "generate;--target;models/target;--prompt;x;--temperature;+3|option '--temperature': '\\+3' is not a number")
         string(REPLACE "|" ";" parts "${args_and_regex}")
         list(POP_BACK parts regex)
         run_specdec(out err rc ${parts})
