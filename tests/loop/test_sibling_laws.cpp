@@ -60,7 +60,8 @@ struct Thinned {
         for (int i = 1; i < t.size(); ++i)
             for (int j = 1; j < i; ++j)
                 if (first_two ? i > 2 : keep[static_cast<std::size_t>(j)] && t[j].token == t[i].token) keep[static_cast<std::size_t>(i)] = 0;
-        if (!first_two && draw == DrawPolicy::kSampleWithoutReplacement) keep[1] = 0;  // no repeats to drop: drop the first draw
+        // No repeats to drop without replacement: drop the first draw (where the step has room for one).
+        if (!first_two && draw == DrawPolicy::kSampleWithoutReplacement && t.size() > 1) keep[1] = 0;
         return pruned(t, keep);
     }
 };
