@@ -18,6 +18,7 @@
 #include "../model/config.hpp"
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
+#include "file_bytes.hpp"
 #include "json.hpp"
 #include "mapped_matrix.hpp"
 #include "safetensors.hpp"
@@ -78,8 +79,6 @@ SPECDEC_INLINE void save_sharded_checkpoint(const std::filesystem::path& dir, co
 
 namespace detail {
 
-/// The bytes of a text file; `where` names the caller in errors (a directory or a missing file).
-SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where);
 /// config.json's rope_scaling object (not null) as a RopeScaling; unknown rope_type refused by name.
 SPECDEC_INLINE RopeScaling read_rope_scaling(const json::Value& v, const std::string& file, int context = 0);
 /// A rope object of config.json: transformers 4.x's `rope_scaling`, or transformers 5's `rope_parameters`,
@@ -214,19 +213,6 @@ inline std::string as_string(const json::Value& v) { return v.as_string(); }
 #if SPECDEC_BODIES  // compiled once where a program links specdec::compiled
 
 namespace detail {
-
-SPECDEC_INLINE std::string read_text_file(const std::filesystem::path& path, std::string_view where) {
-    std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
-    require(!std::filesystem::is_directory(path, ec), where, [&] { return path.string() + ": is a directory, not a file"; });
-    // A FIFO would block the open until a writer comes, a device read forever: regular files only.
-    require(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec), where,
-            [&] { return path.string() + ": is not a regular file (a FIFO, socket or device)"; });
-    std::ifstream in(path, std::ios::binary);
-    require(static_cast<bool>(in), where, [&] { return path.string() + ": cannot open file"; });
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 SPECDEC_INLINE RopeRead read_rope_object(const json::Value& v, const std::string& file, const std::string& field,
                                          int context) {

@@ -12,12 +12,9 @@
 
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
+#include "file_bytes.hpp"
 #include "json.hpp"
 #include "safetensors.hpp"
-#if SPECDEC_BODIES  // only the bodies read files
-#include <fstream>
-#include <sstream>
-#endif
 
 // HF's sharded layout (transformers' save_pretrained with max_shard_size): model.safetensors.index.json
 // is {"metadata": {...}, "weight_map": {tensor name: shard file name}} beside the shards
@@ -114,17 +111,7 @@ SPECDEC_INLINE CheckpointTensors CheckpointTensors::open_folder(const std::files
 SPECDEC_INLINE CheckpointTensors CheckpointTensors::open_index(const std::filesystem::path& index_path) {
     const std::string file = index_path.string();
     const auto fail = [&](const std::string& what) { detail::fail("checkpoint", file + ": " + what); };
-    std::string text;
-    {
-        std::error_code ec;
-        if (std::filesystem::is_directory(index_path, ec)) fail("is a directory, not a file");
-        if (!std::filesystem::is_regular_file(index_path, ec)) fail("is not a regular file (a FIFO, socket or device)");
-        std::ifstream in(index_path, std::ios::binary);
-        if (!in) fail("cannot open file");
-        std::ostringstream ss;
-        ss << in.rdbuf();
-        text = ss.str();
-    }
+    const std::string text = detail::read_text_file(index_path, "checkpoint");
     const json::Value root = json::parse(text, file);  // duplicate keys (a tensor listed twice) fail here
     if (!root.is_object()) fail("expected a JSON object, found " + detail::json_preview(root));
     const json::Value* map = root.find("weight_map");

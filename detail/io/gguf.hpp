@@ -21,6 +21,7 @@
 #include "../model/config.hpp"
 #include "../model/weights.hpp"
 #include "checkpoint.hpp"
+#include "file_bytes.hpp"
 #include "mapped_matrix.hpp"
 #include "llama2c.hpp"
 #include "tokenizer.hpp"
@@ -30,15 +31,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
 #include <map>
 #include <numbers>
 #include <set>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <thread>
-#include <unistd.h>
 
 #include "gguf_iq_grids.hpp"
 #endif
@@ -111,11 +108,8 @@ class GgufFile {
 public:
     static GgufFile open(const std::filesystem::path& path);
 
-    GgufFile(GgufFile&& other) noexcept { *this = std::move(other); }
-    GgufFile& operator=(GgufFile&& other) noexcept;
-    GgufFile(const GgufFile&) = delete;
-    GgufFile& operator=(const GgufFile&) = delete;
-    ~GgufFile() { release(); }
+    GgufFile(GgufFile&&) noexcept = default;  // the bytes stay put: spans into them stay valid
+    GgufFile& operator=(GgufFile&&) noexcept = default;
 
     const std::filesystem::path& path() const { return path_; }
     std::uint32_t version() const { return version_; }
@@ -131,15 +125,12 @@ public:
 
 private:
     GgufFile() = default;
-    void release() noexcept;
     void parse();
     [[noreturn]] void fail(const std::string& what) const;
 
     std::filesystem::path path_;
-    void* mapped_ = nullptr;
-    std::size_t mapped_size_ = 0;
-    std::vector<std::byte> buffer_;    // the fallback copy when mmap is unavailable
-    std::span<const std::byte> file_;  // the whole file
+    detail::FileBytes bytes_;
+    std::span<const std::byte> file_;  // bytes_.bytes(): the whole file
     std::uint32_t version_ = 0;
     std::uint64_t alignment_ = 32;
     std::uint64_t data_begin_ = 0;     // where the data section starts
@@ -829,31 +820,6 @@ SPECDEC_INLINE std::int64_t GgufTensorInfo::elements() const {
     return n;
 }
 
-SPECDEC_INLINE GgufFile& GgufFile::operator=(GgufFile&& other) noexcept {
-    if (this != &other) {
-        release();
-        path_ = std::move(other.path_);
-        mapped_ = std::exchange(other.mapped_, nullptr);
-        mapped_size_ = std::exchange(other.mapped_size_, 0);
-        const bool owned = other.file_.data() == other.buffer_.data();
-        buffer_ = std::move(other.buffer_);
-        file_ = owned ? std::span<const std::byte>(buffer_.data(), buffer_.size()) : other.file_;
-        other.file_ = {};
-        version_ = other.version_;
-        alignment_ = other.alignment_;
-        data_begin_ = other.data_begin_;
-        metadata_ = std::move(other.metadata_);
-        tensors_ = std::move(other.tensors_);
-    }
-    return *this;
-}
-
-SPECDEC_INLINE void GgufFile::release() noexcept {
-    if (mapped_ != nullptr) ::munmap(mapped_, mapped_size_);
-    mapped_ = nullptr;
-    mapped_size_ = 0;
-}
-
 SPECDEC_INLINE void GgufFile::fail(const std::string& what) const { detail::fail("gguf", path_.string() + ": " + what); }
 
 SPECDEC_INLINE const GgufValue* GgufFile::find(std::string_view key) const {
@@ -875,41 +841,8 @@ SPECDEC_INLINE std::span<const std::byte> GgufFile::data(const GgufTensorInfo& t
 SPECDEC_INLINE GgufFile GgufFile::open(const std::filesystem::path& path) {
     GgufFile f;
     f.path_ = path;
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) f.fail("is a directory, not a .gguf file");
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO's open returns at once
-    if (fd < 0) f.fail("cannot open: " + std::string(std::strerror(errno)));
-    struct stat st{};
-    if (::fstat(fd, &st) != 0) {
-        const int e = errno;
-        ::close(fd);
-        f.fail("cannot stat: " + std::string(std::strerror(e)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        f.fail("is not a regular file (a FIFO, socket or device)");
-    }
-    const auto size = static_cast<std::size_t>(st.st_size);
-    void* p = size > 0 ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
-    if (p != MAP_FAILED) {
-        f.mapped_ = p;
-        f.mapped_size_ = size;
-        f.file_ = {static_cast<const std::byte*>(p), size};
-    } else {  // mmap fails on some file systems, and for empty files: read it instead
-        f.buffer_.resize(size);
-        std::size_t done = 0;
-        while (done < size) {
-            const ssize_t n = ::read(fd, f.buffer_.data() + done, size - done);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) {
-                ::close(fd);
-                f.fail("read failed after " + std::to_string(done) + " of " + std::to_string(size) + " bytes");
-            }
-            done += static_cast<std::size_t>(n);
-        }
-        f.file_ = {f.buffer_.data(), f.buffer_.size()};
-    }
-    ::close(fd);
+    f.bytes_ = detail::FileBytes::open(path, "gguf");
+    f.file_ = f.bytes_.bytes();
     f.parse();
     return f;
 }

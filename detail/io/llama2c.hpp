@@ -20,6 +20,7 @@
 #include "../model/config.hpp"
 #include "../model/weights.hpp"
 #include "checkpoint.hpp"
+#include "file_bytes.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
 #include <cmath>
 #include <cstring>
@@ -256,9 +257,8 @@ SPECDEC_INLINE Checkpoint load_llama2c(const std::filesystem::path& path) {
         if (!ok) detail::llama2c_fail(file, message());
     };
     std::error_code ec;
-    require(!std::filesystem::is_directory(path, ec), [] { return std::string("is a directory, not a llama2.c .bin file"); });
-    require(!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec),
-            [] { return std::string("is not a regular file (a FIFO, socket or device)"); });
+    const std::string why = detail::not_a_regular_file(path);
+    require(why.empty(), [&] { return why; });
     std::ifstream in(path, std::ios::binary);
     require(static_cast<bool>(in), [] { return std::string("cannot open file"); });
     const std::uintmax_t size_u = std::filesystem::file_size(path, ec);

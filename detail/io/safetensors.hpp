@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -18,14 +17,10 @@
 #include <utility>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "../model/bf16.hpp"
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
+#include "file_bytes.hpp"
 #include "json.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
 #include <fstream>
@@ -163,18 +158,15 @@ class SafetensorsFile {
 public:
     static SafetensorsFile open(const std::filesystem::path& path);
 
-    SafetensorsFile(SafetensorsFile&& other) noexcept { *this = std::move(other); }
-    SafetensorsFile& operator=(SafetensorsFile&& other) noexcept;
-    SafetensorsFile(const SafetensorsFile&) = delete;
-    SafetensorsFile& operator=(const SafetensorsFile&) = delete;
-    ~SafetensorsFile() { release(); }
+    SafetensorsFile(SafetensorsFile&&) noexcept = default;  // the bytes stay put: spans into them stay valid
+    SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
 
     const std::filesystem::path& path() const { return path_; }
     /// Tensors sorted by name.
     const std::vector<TensorInfo>& tensors() const { return tensors_; }
     const SafetensorsMetadata& metadata() const { return metadata_; }
     /// Whether the file is memory-mapped (false: it was read into memory).
-    bool is_mapped() const { return mapped_ != nullptr; }
+    bool is_mapped() const { return bytes_.is_mapped(); }
 
     const TensorInfo* find(std::string_view name) const;
     /// Throws "missing tensor 'x'", listing the closest names as a hint.
@@ -189,17 +181,13 @@ public:
 
 private:
     SafetensorsFile() = default;
-    void release() noexcept;
-    void load(const std::filesystem::path& path);
     void parse_header(std::span<const std::byte> header, std::span<const std::byte> data);
     [[noreturn]] void fail(const std::string& what) const;
     void check_owned(const TensorInfo& tensor) const;
 
     std::filesystem::path path_;
-    void* mapped_ = nullptr;           // mmap base, or null
-    std::size_t mapped_size_ = 0;
-    std::vector<std::byte> buffer_;    // the fallback copy when mmap is unavailable
-    std::span<const std::byte> file_;  // the whole file, in either storage
+    detail::FileBytes bytes_;
+    std::span<const std::byte> file_;  // bytes_.bytes(): the whole file
     std::vector<TensorInfo> tensors_;  // sorted by name
     SafetensorsMetadata metadata_;
 };
@@ -241,25 +229,6 @@ SPECDEC_INLINE void write_safetensors(const std::filesystem::path& path, std::sp
 
 #if SPECDEC_BODIES  // reading and writing: compiled once where a program links specdec::compiled
 
-SPECDEC_INLINE SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
-    if (this == &other) return *this;
-    release();
-    path_ = std::move(other.path_);
-    mapped_ = std::exchange(other.mapped_, nullptr);
-    mapped_size_ = std::exchange(other.mapped_size_, 0);
-    buffer_ = std::move(other.buffer_);  // moving a vector keeps its heap block, so spans stay valid
-    file_ = std::exchange(other.file_, {});
-    tensors_ = std::move(other.tensors_);
-    metadata_ = std::move(other.metadata_);
-    return *this;
-}
-
-SPECDEC_INLINE void SafetensorsFile::release() noexcept {
-    if (mapped_ != nullptr) ::munmap(mapped_, mapped_size_);
-    mapped_ = nullptr;
-    mapped_size_ = 0;
-}
-
 SPECDEC_INLINE void SafetensorsFile::fail(const std::string& what) const {
     detail::fail("safetensors", path_.string() + ": " + what);
 }
@@ -267,7 +236,8 @@ SPECDEC_INLINE void SafetensorsFile::fail(const std::string& what) const {
 SPECDEC_INLINE SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     SafetensorsFile file;
     file.path_ = path;
-    file.load(path);
+    file.bytes_ = detail::FileBytes::open(path, "safetensors");
+    file.file_ = file.bytes_.bytes();
     if (file.file_.size() < 8)
         file.fail("file is " + std::to_string(file.file_.size()) + " bytes, shorter than the 8-byte header length");
     std::uint64_t header_size = 0;
@@ -278,49 +248,6 @@ SPECDEC_INLINE SafetensorsFile SafetensorsFile::open(const std::filesystem::path
     file.parse_header(file.file_.subspan(8, header_size), file.file_.subspan(8 + header_size));
     return file;
 }
-
-SPECDEC_INLINE void SafetensorsFile::load(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO's open returns at once
-    if (fd < 0) fail("cannot open: " + std::string(std::strerror(errno)));
-    struct stat st{};
-    if (::fstat(fd, &st) != 0) {
-        const int e = errno;
-        ::close(fd);
-        fail("cannot stat: " + std::string(std::strerror(e)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail("is not a regular file (a FIFO, socket or device)");
-    }
-    const auto size = static_cast<std::size_t>(st.st_size);
-    if (size > 0) {
-        void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p != MAP_FAILED) {
-            ::close(fd);
-            mapped_ = p;
-            mapped_size_ = size;
-            file_ = {static_cast<const std::byte*>(p), size};
-            return;
-        }
-    }
-    // mmap can fail on some file systems (and always does for empty files): read it instead.
-    buffer_.resize(size);
-    std::size_t done = 0;
-    while (done < size) {
-        const ssize_t n = ::read(fd, buffer_.data() + done, size - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int e = errno;
-            ::close(fd);
-            fail("read failed after " + std::to_string(done) + " of " + std::to_string(size) +
-                 " bytes: " + std::string(n < 0 ? std::strerror(e) : "unexpected end of file"));
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-    file_ = {buffer_.data(), buffer_.size()};
-}
-
 
 SPECDEC_INLINE void SafetensorsFile::parse_header(std::span<const std::byte> header, std::span<const std::byte> data) {
     json::Value root;

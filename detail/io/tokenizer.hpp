@@ -23,11 +23,11 @@
 #include "../core/compiled.hpp"
 #include "../core/error.hpp"
 #include "../core/text_codec.hpp"
+#include "file_bytes.hpp"
 #include "json.hpp"
 #include "nfc.hpp"
 #if SPECDEC_BODIES  // only the bodies read and write files
 #include <fstream>
-#include <sstream>
 #endif
 
 // Byte-level BPE as in GPT-2 (Radford et al. 2019, §2.2) and HF tokenizers' ByteLevel + BPE:
@@ -1331,16 +1331,10 @@ SPECDEC_INLINE void Tokenizer::save(const std::filesystem::path& path) const {
 }
 
 SPECDEC_INLINE Tokenizer Tokenizer::load(const std::filesystem::path& path) {
-    std::error_code ec;  // a directory opens as a stream that reads nothing: say what it is
+    std::error_code ec;
     if (std::filesystem::is_directory(path, ec))
         detail::fail("tokenizer", path.string() + ": is a directory, not a file (pass the path of its tokenizer.json)");
-    if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))  // a FIFO would block
-        detail::fail("tokenizer", path.string() + ": is not a regular file (a FIFO, socket or device)");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) detail::fail("tokenizer", path.string() + ": cannot open");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return from_json(text.str(), path.string());
+    return from_json(detail::read_text_file(path, "tokenizer"), path.string());
 }
 
 SPECDEC_INLINE Tokenizer Tokenizer::from_json(std::string_view text, std::string_view origin) {
