@@ -449,14 +449,26 @@ SPECDEC_INLINE Config load_config(const std::filesystem::path& path, std::span<c
     c.intermediate_size = integer("intermediate_size");
     c.num_hidden_layers = integer("num_hidden_layers");
     c.num_attention_heads = integer("num_attention_heads");
-    // LlamaConfig reads a null (or absent) num_key_value_heads as one KV head per query head.
-    const auto* kv_heads = root.find("num_key_value_heads");
-    c.num_key_value_heads = kv_heads != nullptr && !kv_heads->is_null() ? integer("num_key_value_heads") : c.num_attention_heads;
     c.vocab_size = integer("vocab_size");
     const auto field = [&](const char* name, auto read) { return detail::read_field(root, file, name, "checkpoint", read); };
     std::string model_type = "llama";  // what HF assumes of a LlamaConfig without one
     if (const auto* v = root.find("model_type"); v && !v->is_null()) model_type = field("model_type", detail::as_string);
     const bool hf_type = model_type == "llama" || model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3";
+    // num_key_value_heads null means one KV head per query head in every class; left out, it takes the class's
+    // default: None (the same) for Llama, 8 for Mistral, 32 for Qwen2 and Qwen3 (their configuration_*.py).
+    const auto* kv_heads = root.find("num_key_value_heads");
+    if (kv_heads != nullptr && !kv_heads->is_null()) {
+        c.num_key_value_heads = integer("num_key_value_heads");
+    } else if (kv_heads == nullptr && (model_type == "mistral" || model_type == "qwen2" || model_type == "qwen3")) {
+        c.num_key_value_heads = model_type == "mistral" ? 8 : 32;
+        detail::require(c.num_attention_heads % c.num_key_value_heads == 0, "checkpoint", [&] {
+            return file + ": field 'num_key_value_heads' is missing, and " + model_type + "'s default, " +
+                   std::to_string(c.num_key_value_heads) + ", does not divide num_attention_heads " +
+                   std::to_string(c.num_attention_heads) + "; hint: name the model's number of KV heads";
+        });
+    } else {
+        c.num_key_value_heads = c.num_attention_heads;
+    }
     // A key the folder leaves out takes its config class's default (transformers' configuration_*.py):
     // the context 2048 (Llama), 131072 (Mistral), 32768 (Qwen2, Qwen3); rms_norm_eps 1e-6 in all four.
     // This library's own drafters always write both.

@@ -479,13 +479,23 @@ TEST_CASE("a config.json key the reader does not know is refused by name, a know
         CHECK(llama.num_key_value_heads == 4);  // null: one KV head per query head
         CHECK(llama.max_position_embeddings == 2048);
         CHECK(llama.rms_norm_eps == 1e-6f);
-        const Config qwen = load_text("defaults_qwen3", bare + ",\"model_type\":\"qwen3\"}");
+        CHECK(load_text("defaults_llama_kv", bare + "}").num_key_value_heads == 4);  // LlamaConfig: None, the same
+        const Config qwen = load_text("defaults_qwen3", bare + ",\"model_type\":\"qwen3\",\"num_key_value_heads\":null}");
         CHECK(qwen.max_position_embeddings == 32768);
+        // Mistral's and Qwen's classes default to 8 and 32 KV heads, not one per query head.
+        const std::string wide = "{\"hidden_size\":256,\"intermediate_size\":48,\"num_hidden_layers\":2,"
+                                 "\"num_attention_heads\":64,\"vocab_size\":64";
+        CHECK(load_text("kv_mistral", wide + ",\"model_type\":\"mistral\"}").num_key_value_heads == 8);
+        CHECK(load_text("kv_qwen2", wide + ",\"model_type\":\"qwen2\",\"use_sliding_window\":false}").num_key_value_heads == 32);
+        CHECK(load_text("kv_qwen3_null", wide + ",\"model_type\":\"qwen3\",\"num_key_value_heads\":null}").num_key_value_heads == 64);
+        CHECK_THROWS_WITH(load_text("kv_qwen3", bare + ",\"model_type\":\"qwen3\"}"),
+                          Catch::Contains("field 'num_key_value_heads' is missing, and qwen3's default, 32, does not "
+                                          "divide num_attention_heads 4"));
         // MistralConfig's window defaults to 4096: the context (131072 by default) is capped there.
-        const Config mistral = load_text("defaults_mistral", bare + ",\"model_type\":\"mistral\"}");
+        const Config mistral = load_text("defaults_mistral", bare + ",\"model_type\":\"mistral\",\"num_key_value_heads\":2}");
         CHECK(mistral.sliding_window == 4096);
         CHECK(mistral.max_position_embeddings == 4096);
-        const Config v03 = load_text("mistral_v03", bare + ",\"model_type\":\"mistral\",\"sliding_window\":null}");
+        const Config v03 = load_text("mistral_v03", bare + ",\"model_type\":\"mistral\",\"sliding_window\":null,\"num_key_value_heads\":2}");
         CHECK(v03.sliding_window == 0);
         CHECK(v03.max_position_embeddings == 131072);
     }
