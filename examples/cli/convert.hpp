@@ -40,7 +40,10 @@ inline std::string convert_usage() {
                       "tokenizer in one file). The kind of OUT follows its name: *.bin is llama2.c, *.gguf is GGUF,\n"
                       "anything else a folder. The tokenizer goes along: a GGUF's becomes the folder's tokenizer.json\n"
                       "(byte-level \"gpt2\") or llama2.c's tokenizer.bin (SentencePiece \"llama\": scores, no merges,\n"
-                      "so no tokenizer.json); a folder or .bin's file is copied, or written into a GGUF.\n"
+                      "so no tokenizer.json); a folder or .bin's file is copied, or written into a GGUF. Beside a .bin\n"
+                      "goes a tokenizer.bin where the vocabulary has scores (tokenizer.bin, tokenizer.model, a GGUF's\n"
+                      "\"llama\"); byte-level BPE has no llama2.c form. The same format both sides re-encodes (GGUF in\n"
+                      "another --dtype, a llama2.c version 1 or 2 file as version 0).\n"
                       "With --to eagle, IN is an EAGLE feature drafter trained with \"layout\": \"eagle\" and OUT the\n"
                       "folder SGLang's (--engine sglang) or vLLM's (--engine vllm) EAGLE loader reads: one LlamaConfig\n"
                       "layer, fc, no end norms; the target's embedding and head are the engine's (docs/serving.md).",
@@ -131,16 +134,30 @@ inline int run_convert(const Args& args) {
         detail::fail("cli", out.string() + ": an HF folder is written in f32 or bf16 (f16 and q8_0 are for GGUF)");
     if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
         detail::fail("cli", out.string() + ": is the input itself");
+    // A folder OUT is made with its parents; a file's folder must be there (the writer would say only
+    // "cannot write").
+    if (to != ModelFormat::kHfFolder && out.has_parent_path() && !fs::is_directory(out.parent_path()))
+        detail::fail("cli", out.string() + ": its folder " + out.parent_path().string() + " does not exist; create it first");
+    // Same format both sides is a conversion too: GGUF re-encoded in another --dtype, llama2.c version 1
+    // or 2 rewritten as run.c's version 0, an HF folder resharded or cast.
     const LoadedModel m = load_model(in, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});
-    if (m.format == to && to != ModelFormat::kHfFolder)
-        detail::fail("cli", in.string() + " and " + out.string() + " are both " + format_name(to) + ": nothing to convert");
+    const bool writes_tokenizer_bin =
+        to == ModelFormat::kLlama2c && (m.tokenizer_path.extension() == ".bin" || m.vocab.has_scores());
+    if (writes_tokenizer_bin) {  // beside OUT: another model's tokenizer.bin may be there
+        const fs::path beside = llama2c_tokenizer_beside(out);
+        std::error_code ec;
+        if (fs::exists(beside) && !fs::equivalent(beside, m.tokenizer_path, ec) && !args.has("force"))
+            detail::fail("cli", beside.string() + ": exists, and run.c reads the tokenizer of " + out.string() +
+                                    " there; choose another folder or pass --force to overwrite it");
+    }
     clear_output(in, out, to == ModelFormat::kHfFolder);
     const std::string wrote = save_model(m, out, to, dtype_text);
     std::printf("%s (%s) -> %s (%s, %s): wrote %s\n", in.string().c_str(), format_name(m.format), out.string().c_str(),
                 format_name(to), dtype_text.c_str(), wrote.c_str());
-    if (to == ModelFormat::kLlama2c && m.tokenizer_path.extension() == ".json")
-        std::printf("note: %s is HF's tokenizer.json; llama2.c's run.c needs a tokenizer.bin, which this does not write\n",
-                    m.tokenizer_path.string().c_str());
+    if (to == ModelFormat::kLlama2c && m.vocab.present() && !writes_tokenizer_bin)
+        std::printf("note: the tokenizer (%s) has no llama2.c form (run.c's tokenizer.bin holds a SentencePiece "
+                    "vocabulary with scores): none written beside %s; generate it with --tokenizer\n",
+                    m.vocab.kind().c_str(), out.string().c_str());
     return 0;
 }
 

@@ -55,6 +55,11 @@ struct LoadedModel {
     fs::path tokenizer_path;   // where the vocab was read ("" when absent)
 };
 
+/// Where llama2.c's run.c looks for the tokenizer of the model file `model`: tokenizer.bin beside it.
+inline fs::path llama2c_tokenizer_beside(const fs::path& model) {
+    return (model.has_parent_path() ? model.parent_path() : fs::path(".")) / "tokenizer.bin";
+}
+
 /// The tokenizer a model path implies: `explicit_path` if given, else the format's usual file.
 inline fs::path default_tokenizer(const fs::path& model, ModelFormat format) {
     switch (format) {
@@ -64,7 +69,7 @@ inline fs::path default_tokenizer(const fs::path& model, ModelFormat format) {
             if (fs::exists(model / "tokenizer.bin")) return model / "tokenizer.bin";
             return {};
         case ModelFormat::kLlama2c: {
-            const fs::path beside = model.parent_path() / "tokenizer.bin";
+            const fs::path beside = llama2c_tokenizer_beside(model);
             return fs::exists(beside) ? beside : fs::path{};
         }
         case ModelFormat::kGguf: return {};  // a GGUF file holds its tokenizer
@@ -128,12 +133,12 @@ inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFo
                 return out.string() + ": an HF folder is written in f32 or bf16, not " + dtype;
             });
             // The tokenizer first: one that cannot be written stops the conversion before the weights are.
-            // A file travels as it is: tokenizer.json stays HF's; a llama2.c tokenizer.bin is kept beside
-            // (load_model reads it from the folder when there is no tokenizer.json). A GGUF's tokenizer
-            // has no file: it is written out (Vocab::save_into), so that the folder generates as the GGUF did.
+            // A file travels as it is, under the name of its kind (tokenizer.json, tokenizer.model or
+            // tokenizer.bin: load_vocab reads by that name). A GGUF's tokenizer has no file: it is written
+            // out (Vocab::save_into), so that the folder generates as the GGUF did.
             fs::path tokenizer;
             if (!m.tokenizer_path.empty()) {
-                tokenizer = out / (m.tokenizer_path.extension() == ".json" ? "tokenizer.json" : "tokenizer.bin");
+                tokenizer = out / ("tokenizer" + m.tokenizer_path.extension().string());
                 fs::create_directories(out);
                 if (fs::absolute(tokenizer) != fs::absolute(m.tokenizer_path))
                     fs::copy_file(m.tokenizer_path, tokenizer, fs::copy_options::overwrite_existing);
@@ -158,12 +163,16 @@ inline std::string save_model(const LoadedModel& m, const fs::path& out, ModelFo
             });
             save_llama2c(out, c, w, Llama2cVersion::kLegacy);
             std::string wrote = out.string();
-            // run.c reads tokenizer.bin; a tokenizer.bin source is copied beside, tokenizer.json is not converted.
+            // run.c reads tokenizer.bin beside the model: a tokenizer.bin travels as it is, and a SentencePiece
+            // vocabulary with scores (a tokenizer.model, a GGUF's "llama") is written as one. Byte-level BPE
+            // and tokenizer.json's merges have no tokenizer.bin form (convert says so).
+            const fs::path dst = llama2c_tokenizer_beside(out);
             if (!m.tokenizer_path.empty() && m.tokenizer_path.extension() == ".bin") {
-                const fs::path dst = out.parent_path() / "tokenizer.bin";
                 if (fs::absolute(dst) != fs::absolute(m.tokenizer_path))
                     fs::copy_file(m.tokenizer_path, dst, fs::copy_options::overwrite_existing);
                 wrote += ", " + dst.string();
+            } else if (m.vocab.has_scores()) {
+                wrote += ", " + m.vocab.save_into(dst.parent_path()).string();
             }
             return wrote;
         }

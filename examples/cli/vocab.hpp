@@ -41,6 +41,8 @@ public:
     }
 
     bool present() const { return hf_ || l2c_; }
+    /// Whether it is a SentencePiece vocabulary with scores (llama2.c's tokenizer.bin holds such a one).
+    bool has_scores() const { return l2c_.has_value(); }
 
     /// "byte-level BPE (tokenizer.json)", "SentencePiece BPE (tokenizer.bin, llama2.c)", ...
     std::string kind() const {
