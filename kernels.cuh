@@ -186,19 +186,20 @@ void launch_rmsnorm(cudaStream_t s, Out* out, const float* x, const float* weigh
 // ---------------------------------------------------------------------------------------------------
 // RoPE (HF's rotate-half: dimension j pairs with j + hd/2)
 
-/// cs (n, hd/2, 2) = (cos, sin) of positions (n) · inv_freq (hd/2), in double like the CPU reference,
-/// once per forward: every layer and head reuses the table.
-static __global__ void rope_table(float* cs, const int* positions, const double* inv_freq, int half) {
+/// cs (n, hd/2, 2) = (cos, sin) of positions (n) · inv_freq (hd/2) times `scale` (YaRN's attention
+/// factor, else 1), in double like the CPU reference, once per forward: every layer and head reuses it.
+static __global__ void rope_table(float* cs, const int* positions, const double* inv_freq, int half, double scale) {
     const int i = blockIdx.x;
     for (int j = threadIdx.x; j < half; j += blockDim.x) {
         const double a = positions[i] * inv_freq[j];
-        cs[(static_cast<std::size_t>(i) * half + j) * 2] = static_cast<float>(cos(a));
-        cs[(static_cast<std::size_t>(i) * half + j) * 2 + 1] = static_cast<float>(sin(a));
+        cs[(static_cast<std::size_t>(i) * half + j) * 2] = static_cast<float>(cos(a) * scale);
+        cs[(static_cast<std::size_t>(i) * half + j) * 2 + 1] = static_cast<float>(sin(a) * scale);
     }
 }
 
-inline void launch_rope_table(cudaStream_t s, float* cs, const int* positions, const double* inv_freq, int n, int hd) {
-    rope_table<<<n, 64, 0, s>>>(cs, positions, inv_freq, hd / 2);
+inline void launch_rope_table(cudaStream_t s, float* cs, const int* positions, const double* inv_freq, int n, int hd,
+                              double scale) {
+    rope_table<<<n, 64, 0, s>>>(cs, positions, inv_freq, hd / 2, scale);
     check_launch();
 }
 

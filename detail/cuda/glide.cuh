@@ -220,15 +220,13 @@ private:
         part_acc_ = DeviceBuffer<float>(rows * acc);
         part_ml_ = DeviceBuffer<float>(rows * heads_splits * 2);
         rope_cs_ = DeviceBuffer<float>(rows * hd);
-        detail::require_no_yarn(c, "cuda.glide", "CudaGlideModel");
         inv_freq_ = to_device<double>(rope_inverse_frequencies(c));
         if (cfg_.glide_cross_attention) {
             cross_q_ = DeviceBuffer<float>(rows * Hc * hdc);
             cross_att_ = DeviceBuffer<__nv_bfloat16>(rows * Hc * hdc);
             cross_cs_ = DeviceBuffer<float>(rows * hdc);
             // The cross queries rotate like the target's keys: its head_dim, RoPE base and scaling
-            // (YaRN's attention factor is refused, as CudaModel refuses a YaRN target).
-            detail::require_no_yarn(cfg_.cross_rope(), "cuda.glide", "CudaGlideModel's cross-attention");
+            // (YaRN's attention factor on cos and sin included).
             cross_inv_freq_ = to_device<double>(rope_inverse_frequencies(cfg_.cross_rope()));
         }
         const std::size_t inputs = kHeadInts + 3 * rows + rows * mask_words_;
@@ -277,10 +275,11 @@ private:
         const int D = c.hidden_size, V = c.vocab_size;
         SPECDEC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), inputs_.bytes(), cudaMemcpyHostToDevice, s));
         kernels::launch_embed_rows(s, x_.get(), w_.llama.embed.get(), tokens_at(inputs_.get()), n, D);
-        kernels::launch_rope_table(s, rope_cs_.get(), positions_at(inputs_.get()), inv_freq_.get(), n, c.head_dim());
+        kernels::launch_rope_table(s, rope_cs_.get(), positions_at(inputs_.get()), inv_freq_.get(), n, c.head_dim(),
+                                   rope_attention_factor(c));
         if (cfg_.glide_cross_attention)
             kernels::launch_rope_table(s, cross_cs_.get(), positions_at(inputs_.get()), cross_inv_freq_.get(), n,
-                                       cfg_.glide_cross_head_dim);
+                                       cfg_.glide_cross_head_dim, rope_attention_factor(cfg_.cross_rope()));
         const int self_splits = (cache_len_ + N + split_keys_ - 1) / split_keys_;
         const int cross_splits = std::max(1, (cross_rows + cross_split_keys_ - 1) / cross_split_keys_);
         for (int m = 0; m < c.num_hidden_layers; ++m) {

@@ -100,7 +100,6 @@ public:
         : cfg_(config), w_(std::move(weights)), ctx_(&ctx), opt_(options), gemm_(ctx, options.gemm) {
         cfg_.validate();
         detail::require_llama_block(cfg_, "cuda.model", "CudaModel");
-        detail::require_no_yarn(cfg_, "cuda.model", "CudaModel");
         context_ = detail::capped_context(cfg_.max_position_embeddings, opt_.max_context, "cuda.model");
         detail::require(static_cast<int>(w_.layers.size()) == cfg_.num_hidden_layers, "cuda.model", [&] {
             return "config has " + std::to_string(cfg_.num_hidden_layers) + " layers, the device weights " +
@@ -505,7 +504,8 @@ private:
         const float eps = cfg_.rms_norm_eps;
         SPECDEC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), staging_.get(), inputs_.bytes(), cudaMemcpyHostToDevice, s));
         if (!supplied) kernels::launch_embed_rows(s, x_.get(), w_.embed.get(), tokens_at(inputs_.get()), n, D);
-        kernels::launch_rope_table(s, rope_cs_.get(), positions_at(inputs_.get()), inv_freq_.get(), n, hd);
+        kernels::launch_rope_table(s, rope_cs_.get(), positions_at(inputs_.get()), inv_freq_.get(), n, hd,
+                                   rope_attention_factor(cfg_));
         copy_hidden(0, n);
         kernels::TreeAttention att{.out = att_.get(), .part_acc = part_acc_.get(), .part_ml = part_ml_.get(),
                                    .qkv = qkv_.get(), .mask = masks_at(inputs_.get()), .params = params(), .n = n,

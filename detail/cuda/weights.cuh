@@ -176,7 +176,6 @@ inline LayerWeights resolved_layer(const Weights& w, int l) {
 inline DeviceWeights upload_weights(const Config& c, const Weights& w) {
     c.validate();
     detail::require_llama_block(c, "cuda.model", "CudaModel");  // before any upload
-    detail::require_no_yarn(c, "cuda.model", "CudaModel");
     validate(w, c, /*allow_deferred=*/true);
     DeviceWeights d;
     d.embed = detail::upload_bf16({&w.embed});

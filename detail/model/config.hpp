@@ -161,9 +161,6 @@ namespace detail {
 /// YaRN's default attention factor for `factor` (transformers' get_mscale; the paper's recommended
 /// sqrt(1/t) = 0.1 ln(s) + 1): 1 for factor <= 1.
 SPECDEC_INLINE double yarn_mscale(double factor, double mscale = 1.0);
-/// Throws `[specdec.<who>] <what>: ...` when `c` has YaRN scaling, for code whose RoPE does not scale cos
-/// and sin (the CUDA backend, which has not run YaRN on a GPU).
-SPECDEC_INLINE void require_no_yarn(const Config& c, std::string_view who, std::string_view what);
 }  // namespace detail
 
 #if SPECDEC_BODIES
@@ -371,11 +368,6 @@ SPECDEC_INLINE double detail::yarn_mscale(double factor, double mscale) {
     return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
 }
 
-SPECDEC_INLINE void detail::require_no_yarn(const Config& c, std::string_view who, std::string_view what) {
-    if (c.rope_scaling.type != RopeScalingType::kYarn) return;
-    fail(who, std::string(what) + ": the model has YaRN RoPE scaling (rope_type yarn), which " + std::string(what) +
-                  " does not implement; CpuModel runs it");
-}
 
 #endif  // SPECDEC_BODIES
 

@@ -119,14 +119,11 @@ TEST_CASE("RoPE rotates q in place and stores rotated k and v in the cache rows 
     std::vector<double> inv_freq(hd / 2);
     for (int j = 0; j < hd / 2; ++j) inv_freq[j] = std::pow(static_cast<double>(theta), -2.0 * j / hd);
 
-    // CPU: the table CpuModel builds, then detail::rope on every q and k head.
-    std::vector<float> cs(static_cast<std::size_t>(n) * hd), want_q, want_k, want_v;
-    for (int i = 0; i < n; ++i)
-        for (int j = 0; j < hd / 2; ++j) {
-            const double a = positions[i] * inv_freq[j];
-            cs[i * hd + 2 * j] = static_cast<float>(std::cos(a));
-            cs[i * hd + 2 * j + 1] = static_cast<float>(std::sin(a));
-        }
+    // CPU: the table CpuModel builds (cos and sin times YaRN's attention factor, or 1), then detail::rope
+    // on every q and k head.
+    const double scale = GENERATE(1.0, detail::yarn_mscale(4.0, 1.0));
+    std::vector<float> cs, want_q, want_k, want_v;
+    detail::rope_table(cs, positions, inv_freq, scale);
     for (int i = 0; i < n; ++i) {
         std::vector<float> row(qkv.begin() + i * width, qkv.begin() + (i + 1) * width);
         for (int h = 0; h < H + Hkv; ++h) detail::rope(&row[h * hd], hd, &cs[i * hd]);
@@ -141,7 +138,7 @@ TEST_CASE("RoPE rotates q in place and stores rotated k and v in the cache rows 
     const auto d_params = to_device<kernels::StepParams>(std::vector<kernels::StepParams>{{T, N, first}});
     DeviceBuffer<float> d_cs(cs.size());
     DeviceBuffer<__nv_bfloat16> k_cache(static_cast<std::size_t>(C) * kvd), v_cache(static_cast<std::size_t>(C) * kvd);
-    kernels::launch_rope_table(ctx.stream(), d_cs.get(), d_pos.get(), d_freq.get(), n, hd);
+    kernels::launch_rope_table(ctx.stream(), d_cs.get(), d_pos.get(), d_freq.get(), n, hd, scale);
     kernels::launch_rope_store_kv(ctx.stream(), d_qkv.get(), k_cache.get(), v_cache.get(), d_cs.get(), d_params.get(), n,
                                   H, Hkv, hd);
     ctx.synchronize();
@@ -787,12 +784,36 @@ TEST_CASE("CudaGlideModel tree logits match GlideModel<CpuModel> holding the sam
     }
 }
 
-TEST_CASE("beside a Llama 3-scaled target, CudaGlideModel's cross queries turn as GlideModel's", "[cuda][glide]") {
-    Config tcfg = model_config(1);  // head_dim 64: the llama3 ramp stretches some pairs, keeps others
-    tcfg.rope_scaling = {.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 64};
+TEST_CASE("a YaRN-scaled CudaModel's logits match CpuModel's: frequencies ramped, cos and sin scaled", "[cuda][model]") {
+    Config cfg = model_config(1);  // head_dim 64: YaRN's ramp keeps some pairs, divides others by the factor
+    cfg.rope_scaling = {.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 64,
+                        .attention_factor = static_cast<float>(detail::yarn_mscale(4.0, 1.0))};
+    const Weights w = bf16_matrices(cfg, random_weights(cfg, 17, model_scale(cfg)));
+    CpuModel cpu(cfg, w);
+    Config unscaled_cfg = cfg;  // the control: YaRN reaches the logits
+    unscaled_cfg.rope_scaling = {};
+    CpuModel unscaled(unscaled_cfg, w);
+    CudaContext ctx;
+    CudaModel gpu(cfg, w, ctx);
+    const std::vector<int> prefix = tokens_of(150, cfg.vocab_size, 3);  // past the original 64 positions
+    detail::prefill(cpu, prefix);
+    detail::prefill(unscaled, prefix);
+    detail::prefill(gpu, prefix);
+    const Tree tree = random_tree(12, cfg.vocab_size, 9);
+    const std::vector<float> want = copy_rows(cpu.forward(tree, 0));
+    CHECK(normalized_error(copy_rows(gpu.forward(tree, 0)), want) < kModel);
+    CHECK(normalized_error(copy_rows(unscaled.forward(tree, 0)), want) > 10 * kModel);
+}
+
+TEST_CASE("beside a Llama 3- or YaRN-scaled target, CudaGlideModel's cross queries turn as GlideModel's", "[cuda][glide]") {
+    Config tcfg = model_config(1);  // head_dim 64: the ramp stretches some pairs, keeps others
+    const bool yarn = GENERATE(false, true);
+    tcfg.rope_scaling = yarn ? RopeScaling{.type = RopeScalingType::kYarn, .factor = 4.0f, .original_max_position_embeddings = 64,
+                                           .attention_factor = static_cast<float>(detail::yarn_mscale(4.0, 1.0))}
+                             : RopeScaling{.type = RopeScalingType::kLlama3, .factor = 8.0f, .original_max_position_embeddings = 64};
     const Weights tw = bf16_matrices(tcfg, random_weights(tcfg, 32, model_scale(tcfg)));
     const GlideConfig gcfg = glide_for(tcfg, 2, true);
-    REQUIRE(gcfg.glide_target_rope_scaling.type == RopeScalingType::kLlama3);
+    REQUIRE(gcfg.glide_target_rope_scaling.type == tcfg.rope_scaling.type);
     const GlideWeights gw = bf16_matrices(gcfg, random_glide_weights(gcfg, 42, model_scale(tcfg)));
     CpuModel cpu_target(tcfg, tw);
     CudaContext ctx;
