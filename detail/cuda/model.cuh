@@ -124,6 +124,8 @@ public:
     int vocab_size() const { return cfg_.vocab_size; }
     int cache_len() const { return cache_len_; }
     int context_size() const { return context_; }
+    /// The most nodes one forward takes (CudaModelOptions::max_tree_nodes).
+    int max_tree_nodes() const { return opt_.max_tree_nodes; }
 
     /// Logits (N - first, V) for tree nodes first..N-1, as CpuModel::forward. The view points into
     /// pinned host memory and lives until the next forward.

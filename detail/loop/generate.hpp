@@ -28,10 +28,10 @@ struct GenerateOptions {
     std::uint64_t seed = 0;    // keys every random draw (counter-based: same seed, same draws)
     int eos_token = -1;        // stop after emitting this token; -1 = never
     /// Called after each step with the tokens it added to the output (in order; their concatenation over
-    /// the steps is Generation::tokens), the first `n_drafts` of which were accepted drafts and the rest
-    /// (at most one) the target's own token. For streaming; its time is outside the step's timings.
-    /// Empty = not called.
-    std::function<void(std::span<const int> tokens, int n_drafts)> on_step{};
+    /// the steps is Generation::tokens) and, per token, its tree depth as in Generation::token_depth: > 0 an
+    /// accepted draft, 0 the target's own token (the bonus, or a root drawn from a deferred bonus law, which
+    /// comes first). For streaming; its time is outside the step's timings. Empty = not called.
+    std::function<void(std::span<const int> tokens, std::span<const int> depths)> on_step{};
 };
 
 /// One target forward and what it yielded.
@@ -192,6 +192,14 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
             return "the tree builder drafted to depth " + std::to_string(tree.max_depth()) + ", but the room left this step is " +
                    std::to_string(room) + " tokens after the root (StepContext::room: the contexts and max_new_tokens)";
         });
+        // A tree the target takes only while the text is short would fail half-way, its tokens lost: the
+        // bound is the target's max_tree_nodes, from the first step.
+        if constexpr (requires { target.max_tree_nodes(); })
+            detail::require(tree.size() <= target.max_tree_nodes(), "generate", [&] {
+                return "the tree builder built a tree of " + std::to_string(tree.size()) + " nodes, but the target verifies "
+                       "at most max_tree_nodes = " + std::to_string(target.max_tree_nodes()) +
+                       " per forward (hint: raise the target's ModelOptions::max_tree_nodes, or build a smaller tree)";
+            });
         const auto t1 = clock::now();
         const Rows logits = verifier.verify(target, tree);
         detail::require_finite(logits, tree, step);
@@ -259,7 +267,7 @@ Generation speculative_generate(Target& target, P& proposer, B& builder, Ver& ve
         rec.t_commit = seconds(t3, t4);
         out.steps.push_back(rec);
         if (opts.on_step)
-            opts.on_step(std::span<const int>(out.tokens).last(keep), std::min(keep, rec.n_accepted));
+            opts.on_step(std::span<const int>(out.tokens).last(keep), std::span<const int>(out.token_depth).last(keep));
         if (keep > 0 && out.tokens.back() == opts.eos_token) break;
     }
     return out;

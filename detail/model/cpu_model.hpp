@@ -145,6 +145,9 @@ public:
     int vocab_size() const { return cfg_.vocab_size; }
     int cache_len() const { return cache_len_; }
     int context_size() const { return cfg_.max_position_embeddings; }
+    /// The nodes of a tree that always fit beside a full context (ModelOptions::max_tree_nodes); a longer
+    /// forward fits only while the cache is short enough (a whole text scored at once).
+    int max_tree_nodes() const { return opt_.max_tree_nodes; }
 
     /// Logits (N - first, V) for tree nodes first..N-1. Nodes before `first` must be exactly those of
     /// the previous forward (same tree, grown since): their KV rows are reused, so a drafter extends its

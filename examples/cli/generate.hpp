@@ -360,11 +360,11 @@ inline int run_generate(const Args& args) {
     };
     int prev = prompt.back();
     double t_streaming = 0;  // printing is not decoding: left out of tok/s
-    opts.on_step = [&](std::span<const int> tokens, int n_drafts) {
+    opts.on_step = [&](std::span<const int> tokens, std::span<const int> depths) {
         const auto t0 = clock::now();
         show_prompt();
         for (std::size_t i = 0; i < tokens.size(); ++i) {
-            stream.add(target.vocab.piece(prev, tokens[i]), static_cast<int>(i) < n_drafts);
+            stream.add(target.vocab.piece(prev, tokens[i]), depths[i] > 0);  // an accepted draft
             prev = tokens[i];
         }
         t_streaming += std::chrono::duration<double>(clock::now() - t0).count();

@@ -14,6 +14,7 @@ using namespace specdec;
 int main() {
     return course::run("exercise 2: multi-draft speculative sampling", [](course::Grade& g) {
         course::TinyModels m;
+        course::TinyModels w(course::kWarmVocab);  // for the criterion at top-k and top-p
         const std::vector<std::vector<int>> prompts{{1, 4, 2}, {3, 0}};
         for (const DrawPolicy draw : {DrawPolicy::kSampleWithReplacement, DrawPolicy::kSampleWithoutReplacement}) {
             const std::string how = draw == DrawPolicy::kSampleWithReplacement ? "with replacement" : "without replacement";
@@ -28,15 +29,29 @@ int main() {
             // 2. Temperature 1: the first two tokens against their exact law.
             const check::Report sampled = check::check_lossless(m.target, make, prompts, Sampling{.temperature = 1.0f}, 2000);
             std::cout << sampled;
+            const std::string law_hint =
+                "after each rejected sibling x, in this order: p <- norm(max(0, p - q)) with the q that x was drawn from; "
+                "then, without replacement only, q(x) <- 0 and q renormalised (the law the next sibling was drawn from); the "
+                "next token after all are rejected comes from the last p";
             g.check(sampled.lossless(), how + ": sampling: the first two tokens follow the target's law (chi-square at p = 0.001)",
-                    "after each rejected sibling x: p <- norm(max(0, p - q)) before the next sibling is tested; without "
-                    "replacement also q(x) <- 0 and q renormalised; the next token after all are rejected comes from the last p");
+                    law_hint);
+
+            // 2b. The same with a temperature other than 1, top-k and top-p, on a vocabulary of 8: p must be the
+            //     target's processed law (processed_probs applies all three), on any vocabulary size.
+            const auto make_w = [&] { return check::Composition{ModelProposer(w.draft), tree, course::MultiDraft{}}; };
+            const check::Report warm = check::check_lossless(w.target, make_w, prompts, course::kWarm, 2000);
+            std::cout << warm;
+            g.check(warm.ok(), how + ": sampling with top-k and top-p (" + course::describe(course::kWarm, course::kWarmVocab) +
+                                   "): the first two tokens follow the target's processed law (chi-square at p = 0.001)",
+                    "p is the target's processed law, processed_probs(logits.row(node), ctx.sampling, p): temperature, top-k "
+                    "and top-p (a law computed by hand that forgets one of them, or assumes a vocabulary size, is another "
+                    "law); q is tree.child_dist(node), recorded already processed");
 
             // 3. The documented coordinates: sibling i of `node` is tested with uniform(node, i), the final draw
             //    uses uniform(node, kBonusCoin); then the walk is the library's MultiDraftSampling token for token.
             std::string differs;
             for (int seed = 0; seed < 40 && differs.empty(); ++seed) {
-                const GenerateOptions opts{.max_new_tokens = 12, .sampling = Sampling{.temperature = 0.8f, .top_k = 4},
+                const GenerateOptions opts{.max_new_tokens = 12, .sampling = Sampling{.temperature = 0.8f, .top_k = 4, .top_p = 0.9f},
                                            .seed = static_cast<std::uint64_t>(seed)};
                 ModelProposer pa(m.draft), pb(m.draft);
                 KAryTree ba = tree, bb = tree;
@@ -49,7 +64,9 @@ int main() {
             }
             g.check(differs.empty(), how + ": same coordinates, same tokens as the library's MultiDraftSampling over 40 seeds" +
                                          (differs.empty() ? "" : " (differs at " + differs + ")"),
-                    "coin uniform(node, i) for sibling i, uniform(node, kBonusCoin) for the final draw");
+                    "coin uniform(node, i) for sibling i, uniform(node, kBonusCoin) for the final draw; if a sampling "
+                    "criterion above failed too, the law is wrong, not (only) the coins: the order of the updates after a "
+                    "rejection (p's residual with the q that drew x first, then q(x) <- 0) or p's processing (see its hint)");
         }
     });
 }

@@ -1,6 +1,7 @@
 // examples/course/check_ex6.cpp — the checker of exercise 6 (ex6_forward_kl.md): compiled with the student's
 // file as COURSE_FILE, it grades course::forward_kl: its loss and gradient equal the library's
-// kl_divergence on fixed inputs (and the gradient the finite differences of the loss), and a drafter
+// kl_divergence on fixed inputs (and the gradient the finite differences of the loss), and a long-double
+// reference on large logits (hundreds: the maximum must be subtracted first), and a drafter
 // distilled with it from a tiny frozen target reaches the stated tau.
 // SPDX-License-Identifier: MIT
 #include "grading.hpp"
@@ -91,6 +92,47 @@ int main() {
         }
         g.check(fd_worst <= 1e-3, "your gradient is the derivative of your loss (finite differences, largest gap " + num(fd_worst) + ")",
                 "a loss and a gradient that disagree train something other than what the loss measures");
+
+        // 1b. Large logits (a trained model's logits reach the hundreds): the same loss and gradient, finite, as
+        //     a long-double reference that subtracts the maximum first. Rows: one logit far above the others,
+        //     one far below them (with target mass on it), all in the hundreds, all far below zero.
+        {
+            const int NL = 5, VL = 4;
+            const double wl = 0.7;
+            const std::vector<float> zl{100, 0, 0, 0,  0, -120, 0, 0,  200, 199, 150, -50,  -300, -301, -299, -305,  90, 89, 0, 0};
+            const std::vector<float> pl{0.25f, 0.25f, 0.25f, 0.25f,  0.25f, 0.25f, 0.25f, 0.25f,  0.1f, 0.2f, 0.3f, 0.4f,
+                                        0.4f, 0.3f, 0.2f, 0.1f,  0.0f, 0.5f, 0.5f, 0.0f};
+            long double ref_loss = 0;
+            std::vector<long double> ref_grad(NL * VL);
+            for (int r = 0; r < NL; ++r) {
+                long double mx = zl[r * VL], sum = 0;
+                for (int j = 1; j < VL; ++j) mx = std::max<long double>(mx, zl[r * VL + j]);
+                for (int j = 0; j < VL; ++j) sum += std::exp(static_cast<long double>(zl[r * VL + j]) - mx);
+                const long double lse = mx + std::log(sum);
+                for (int j = 0; j < VL; ++j) {
+                    const long double pj = pl[r * VL + j], logq = zl[r * VL + j] - lse;
+                    if (pj > 0) ref_loss += pj * (std::log(pj) - logq);
+                    ref_grad[r * VL + j] = wl / NL * (std::exp(logq) - pj);
+                }
+            }
+            ref_loss /= NL;
+            std::vector<float> gl(NL * VL, 0.0f);
+            const double ll = course::forward_kl(pl, zl, gl, NL, VL, wl);
+            double gworst = 0;
+            bool finite = std::isfinite(ll);
+            for (int i = 0; i < NL * VL; ++i) {
+                finite = finite && std::isfinite(gl[i]);
+                gworst = std::max(gworst, static_cast<double>(std::abs(static_cast<long double>(gl[i]) - ref_grad[i])));
+            }
+            const bool ok = finite && std::abs(ll - static_cast<double>(ref_loss)) <= 1e-6 * (1 + std::abs(static_cast<double>(ref_loss))) &&
+                            gworst <= 1e-6;
+            g.check(ok, "large logits (rows such as [100 0 0 0] and [0 -120 0 0] against a uniform target, and logits of -300 and +200): "
+                        "your loss " + num(ll) + ", the exact " + num(static_cast<double>(ref_loss)) +
+                        "; the gradient's largest difference " + (finite ? num(gworst) : std::string("not finite")),
+                    "log q_j = z_j - log sum_k exp z_k with the maximum subtracted first: z_j - m - log sum_k exp(z_k - m); "
+                    "exp of a logit above ~88 overflows a float, and the log of a float softmax of a logit 120 below the "
+                    "maximum is log 0 = -inf");
+        }
 
         // 2. Distillation: a 1-layer drafter learns a 2-layer frozen target's next-token law with your loss
         //    over the target's own sampled text (400 AdamW steps of 8 x 24 tokens, one thread, under a second

@@ -164,7 +164,7 @@ TEST_CASE("per-step records add up to the output", "[generate][metrics]") {
     CHECK(per_pos[1] >= per_pos[2]);
 }
 
-TEST_CASE("on_step sees exactly the generated tokens, in order, with the accepted drafts counted", "[generate]") {
+TEST_CASE("on_step sees exactly the generated tokens, in order, each with its tree depth", "[generate]") {
     Pair m(7, 0.15f);
     const std::vector<int> prompt{4, 5, 6};
     ModelProposer proposer(m.draft);
@@ -172,25 +172,46 @@ TEST_CASE("on_step sees exactly the generated tokens, in order, with the accepte
     TreeVerifier verifier;
     GreedyMatch acceptor;
     const int n = GENERATE(1, 9, 37);  // cut inside a step's accepted drafts, and not
-    std::vector<int> seen, drafts_per_step;
-    std::vector<int> depths;
+    std::vector<int> seen, depths;
+    int steps = 0;
     GenerateOptions opts{.max_new_tokens = n};
-    opts.on_step = [&](std::span<const int> tokens, int n_drafts) {
-        REQUIRE(n_drafts >= 0);
-        REQUIRE(n_drafts <= static_cast<int>(tokens.size()));
-        for (std::size_t i = 0; i < tokens.size(); ++i) depths.push_back(static_cast<int>(i) < n_drafts ? 1 : 0);
+    opts.on_step = [&](std::span<const int> tokens, std::span<const int> d) {
+        REQUIRE(d.size() == tokens.size());
         seen.insert(seen.end(), tokens.begin(), tokens.end());
-        drafts_per_step.push_back(n_drafts);
+        depths.insert(depths.end(), d.begin(), d.end());
+        ++steps;
     };
     const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
     CHECK(seen == g.tokens);
-    REQUIRE(drafts_per_step.size() == g.steps.size());
+    CHECK(steps == static_cast<int>(g.steps.size()));
+    CHECK(depths == g.token_depth);
     int accepted = 0;
-    for (int d : drafts_per_step) accepted += d;
+    for (int d : depths) accepted += d > 0;
     if (n > 1) CHECK(accepted > 0);  // drafts were accepted (n = 1 leaves no room for one): not vacuous
-    REQUIRE(depths.size() == g.token_depth.size());
-    for (std::size_t i = 0; i < depths.size(); ++i) CHECK(depths[i] == (g.token_depth[i] > 0 ? 1 : 0));
     CHECK(autoregressive_generate(m.target, prompt, GenerateOptions{.max_new_tokens = n}).tokens == seen);
+}
+
+TEST_CASE("on_step names the target's own token first where a step's root was drawn from a deferred law", "[generate]") {
+    // Target-initialised MCSD defers its bonus: the next step's roots are drawn from that law, so a step
+    // emits the target's token first and the accepted drafts after it.
+    Pair m(7, 0.15f);
+    const std::vector<int> prompt{3, 16, 29, 42, 55, 4, 17, 30, 43, 56};
+    ModelProposer proposer(m.draft);
+    TargetInitialisedTree builder{.n_seeds = 2, .k_config = {2, 1, 1}};
+    TreeVerifier verifier;
+    LossyTargetInitialisedSampling acceptor{.allow_lossy = true};
+    std::vector<int> depths;
+    GenerateOptions opts{.max_new_tokens = 30};
+    opts.on_step = [&](std::span<const int>, std::span<const int> d) { depths.insert(depths.end(), d.begin(), d.end()); };
+    const Generation g = speculative_generate(m.target, proposer, builder, verifier, acceptor, prompt, opts);
+    CHECK(depths == g.token_depth);
+    int led_by_target = 0;  // steps whose first token is the target's and which accepted drafts after it
+    std::size_t at = 0;
+    for (const StepRecord& r : g.steps) {
+        if (r.n_emitted > 1 && g.token_depth[at] == 0 && g.token_depth[at + 1] > 0) ++led_by_target;
+        at += static_cast<std::size_t>(r.n_emitted);
+    }
+    CHECK(led_by_target > 0);  // the case the old count (the first n_accepted tokens) got wrong occurred
 }
 
 // ---- concepts: archetypes that model exactly what the concept asks ------------------------------------
@@ -295,6 +316,14 @@ TEST_CASE("bad generation input is a specdec::error naming the value", "[generat
         const std::vector<int> long_prompt(120, 1);
         CHECK_THROWS_WITH(run(greedy, long_prompt, {.max_new_tokens = 10}),
                           Catch::Contains("prompt of 120 tokens + max_new_tokens 10") && Catch::Contains("128"));
+    }
+    SECTION("a tree wider than the target's max_tree_nodes, refused at the first step") {
+        // A short text would hold the 273 nodes beside it; the refusal does not wait for a long one.
+        CpuModel narrow(m.cfg, random_weights(m.cfg, 2, 0.4f), ModelOptions{.max_tree_nodes = 64});
+        KAryTree wide{.k_config = {16, 16}};
+        CHECK_THROWS_WITH(speculative_generate(narrow, proposer, wide, verifier, greedy, prompt, {.max_new_tokens = 8}),
+                          Catch::Contains("[specdec.generate] the tree builder built a tree of 273 nodes") &&
+                              Catch::Contains("max_tree_nodes = 64"));
     }
     SECTION("mismatched target and drafter vocabularies") {
         const Config small = test::tiny_config(true, 50);

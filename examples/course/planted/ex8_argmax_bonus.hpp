@@ -1,0 +1,46 @@
+// examples/course/planted/ex8_argmax_bonus.hpp — a planted wrong solution of exercise 8 (the suite proves the checker
+// fails it): takes the next token as the argmax of p instead of drawing it from p.
+#pragma once
+
+#include <specdec.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace course {
+
+using namespace specdec;
+
+/// Typical acceptance (Medusa, Cai et al. 2024): p(x) > min(epsilon, delta * exp(-H(p))).
+struct TypicalAcceptance {
+    float epsilon = 0.3f;
+    float delta = 0.09f;
+
+    AcceptResult accept(const Tree& tree, Rows logits, const StepContext& ctx) const {
+        if (ctx.sampling.greedy()) return greedy_walk(tree, logits);
+        std::vector<float> p(logits.cols);
+        AcceptResult r{{0}, 0};
+        for (int node = 0;;) {
+            processed_probs(logits.row(node), ctx.sampling, p);
+            const std::vector<int> kids = tree.children(node);
+            if (kids.empty()) break;
+            double h = 0.0;  // entropy in nats
+            for (float v : p)
+                if (v > 0.0f) h -= v * std::log(double(v));
+            const double threshold = std::min(double(epsilon), delta * std::exp(-h));
+            if (p[tree[kids[0]].token] <= threshold) break;  // not typical: stop here
+            r.path.push_back(node = kids[0]);
+        }
+        r.bonus = argmax(p);  // PLANTED BUG: the bonus is the argmax, not a draw from p
+        return r;
+    }
+};
+
+inline check::Report measure_loss(CpuModel& target, CpuModel& draft, const std::vector<std::vector<int>>& prompts) {
+    const auto make = [&] { return check::Composition{ModelProposer(draft), Chain{.gamma = 3}, TypicalAcceptance{}}; };
+    return check::check_lossless(target, make, prompts, Sampling{.temperature = 1.0f}, 2000);
+}
+
+}  // namespace course
