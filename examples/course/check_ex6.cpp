@@ -93,9 +93,9 @@ int main() {
         g.check(fd_worst <= 1e-3, "your gradient is the derivative of your loss (finite differences, largest gap " + num(fd_worst) + ")",
                 "a loss and a gradient that disagree train something other than what the loss measures");
 
-        // 1b. Large logits (a trained model's logits reach the hundreds): the same loss and gradient, finite, as
-        //     a long-double reference that subtracts the maximum first. Rows: one logit far above the others,
-        //     one far below them (with target mass on it), all in the hundreds, all far below zero.
+        // 1. (cont.) Large logits (a trained model's logits reach the hundreds): the same loss and gradient, finite, as
+        //    a long-double reference that subtracts the maximum first. Rows: one logit far above the others,
+        //    one far below them (with target mass on it), all in the hundreds, all far below zero.
         {
             const int NL = 5, VL = 4;
             const double wl = 0.7;

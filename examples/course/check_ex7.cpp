@@ -1,7 +1,8 @@
 // examples/course/check_ex7.cpp — the checker of exercise 7 (ex7_speedup_model.md): compiled with the
 // student's file as COURSE_FILE, it grades course::expected_tokens and course::predicted_speedup on a
-// table of inputs, then measures alpha, c and verify(gamma+1)/verify(1) on this machine and prints the
-// prediction beside the measured speedup (information only: a timing is never a criterion).
+// table of inputs and on cases drawn over the whole parameter range (against a long-double sum), then
+// measures alpha, c and verify(gamma+1)/verify(1) on this machine and prints the prediction beside the
+// measured speedup (information only: a timing is never a criterion).
 // SPDX-License-Identifier: MIT
 #include "grading.hpp"
 
@@ -11,6 +12,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -33,11 +36,45 @@ constexpr Case kCases[] = {
     {0.6, 1, 0.3, 1.0, 1.600000000000, 1.230769230769}, {0.75, 5, 0.0, 2.0, 3.288085937500, 1.644042968750},
 };
 
+/// The model's exact values in long double: 1 + alpha + ... + alpha^gamma (no division, no limit to take),
+/// over gamma * c + verify_ratio.
+Case exact(double alpha, int gamma, double c, double verify_ratio) {
+    long double tokens = 0, power = 1;
+    for (int i = 0; i <= gamma; ++i, power *= alpha) tokens += power;
+    return {alpha, gamma, c, verify_ratio, static_cast<double>(tokens),
+            static_cast<double>(tokens / (static_cast<long double>(gamma) * c + verify_ratio))};
+}
+
+/// Cases drawn over the whole parameter range from a fixed seed: alpha uniform in [0, 1), near 1 (1 - 10^-u,
+/// u uniform in [1, 6]: the range where a too wide "alpha = 1" guard shows), exactly 0 and 1; gamma 1 to 16;
+/// c in [0, 1]; verify_ratio in [1, 4].
+std::vector<Case> drawn_cases(int n) {
+    std::mt19937_64 rng(20240607);
+    std::uniform_real_distribution<double> unit(0.0, 1.0);
+    std::vector<Case> out;
+    for (int i = 0; i < n; ++i) {
+        double alpha = unit(rng);
+        if (i % 4 == 1) alpha = 1.0 - std::pow(10.0, -(1.0 + 5.0 * unit(rng)));
+        if (i % 50 == 7) alpha = 0.0;
+        if (i % 50 == 32) alpha = 1.0;
+        const int gamma = 1 + static_cast<int>(rng() % 16);
+        const double c = unit(rng), verify_ratio = 1.0 + 3.0 * unit(rng);
+        out.push_back(exact(alpha, gamma, c, verify_ratio));
+    }
+    return out;
+}
+
+std::string num(double x) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.12g", x);
+    return b;
+}
+
 bool close(double a, double b) { return std::isfinite(a) && std::abs(a - b) <= 1e-9 * std::max(1.0, std::abs(b)); }
 
 std::string show(const Case& k) {
     char s[128];
-    std::snprintf(s, sizeof s, "alpha %g, gamma %d, c %g, verify ratio %g", k.alpha, k.gamma, k.c, k.verify_ratio);
+    std::snprintf(s, sizeof s, "alpha %.12g, gamma %d, c %.6g, verify ratio %.6g", k.alpha, k.gamma, k.c, k.verify_ratio);
     return s;
 }
 
@@ -45,19 +82,25 @@ std::string show(const Case& k) {
 
 int main() {
     return course::run("exercise 7: predict the speedup", [](course::Grade& g) {
-        // 1. The formulas on the table.
+        // 1. The formulas on the table, on alpha 0.995 (gamma 8), and on 400 cases drawn over the whole range.
+        std::vector<Case> cases(std::begin(kCases), std::end(kCases));
+        cases.push_back(exact(0.995, 8, 0.05, 1.3));
+        const std::vector<Case> drawn = drawn_cases(400);
+        cases.insert(cases.end(), drawn.begin(), drawn.end());
         std::string wrong_tokens, wrong_speedup;
-        for (const Case& k : kCases) {
+        for (const Case& k : cases) {
             const double t = course::expected_tokens(k.alpha, k.gamma);
             if (wrong_tokens.empty() && !close(t, k.tokens))
-                wrong_tokens = show(k) + ": yours " + std::to_string(t) + ", expected " + std::to_string(k.tokens);
+                wrong_tokens = show(k) + ": yours " + num(t) + ", expected " + num(k.tokens);
             const double s = course::predicted_speedup(k.alpha, k.gamma, k.c, k.verify_ratio);
             if (wrong_speedup.empty() && !close(s, k.speedup))
-                wrong_speedup = show(k) + ": yours " + std::to_string(s) + ", expected " + std::to_string(k.speedup);
+                wrong_speedup = show(k) + ": yours " + num(s) + ", expected " + num(k.speedup);
         }
-        g.check(wrong_tokens.empty(), "expected_tokens on 8 cases (alpha = 0 and alpha = 1 among them)" +
+        g.check(wrong_tokens.empty(), "expected_tokens on " + std::to_string(cases.size()) + " cases (8 fixed, alpha 0.995, 400 drawn: alpha in [0, 1), "
+                                      "alpha near 1, alpha = 0 and 1; gamma 1 to 16), to 1e-9 relative" +
                                           (wrong_tokens.empty() ? "" : " -- " + wrong_tokens),
-                "count the bonus token: a step commits the accepted drafts and one token of the target's; alpha = 1 is a limit");
+                "count the bonus token: a step commits the accepted drafts and one token of the target's; alpha = 1 is a limit, "
+                "and the formula holds right up to it (alpha = 0.995 is not 1)");
         g.check(wrong_speedup.empty(), "predicted_speedup on the same cases" + (wrong_speedup.empty() ? "" : " -- " + wrong_speedup),
                 "one step costs gamma drafter forwards and one verification of gamma + 1 tokens, in target forwards of one token");
 

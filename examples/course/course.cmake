@@ -82,35 +82,51 @@ specdec_course(ex1 "chain sampling" check_ex1.cpp ex1_chain_sampling.hpp
     "ex1_always_accept.hpp|always accept|FAIL sampling"
     "ex1_no_residual.hpp|no residual|FAIL sampling"
     "ex1_target_as_q.hpp|target's law as q|FAIL sampling"
-    "ex1_rng_reuse.hpp|one coin for accept and residual|FAIL same coordinates")
+    "ex1_rng_reuse.hpp|one coin for accept and residual|FAIL same coordinates"
+    "ex1_top_p_ignored.hpp|a hand-written law that forgets top-p|FAIL sampling with top-k and top-p")
 
 specdec_course(ex2 "multi-draft sampling" check_ex2.cpp ex2_multi_draft.hpp
     "ex2_no_renormalise.hpp|q not renormalised without replacement|FAIL without replacement: sampling"
-    "ex2_no_residual_update.hpp|no residual update between siblings|FAIL with replacement: sampling")
+    "ex2_no_residual_update.hpp|no residual update between siblings|FAIL with replacement: sampling"
+    "ex2_top_p_ignored.hpp|a hand-written law that forgets top-p|FAIL with replacement: sampling with top-k and top-p"
+    "ex2_order_swapped.hpp|q updated before p's residual without replacement|hint: after each rejected sibling x, in this order")
 
 specdec_course(ex3 "top-k tree" check_ex3.cpp ex3_topk_tree.hpp
     "ex3_parent_off_by_one.hpp|parent off by one|FAIL .*hangs from node"
-    "ex3_not_top_k.hpp|children not the top-k|FAIL .*expected token")
+    "ex3_not_top_k.hpp|children not the top-k|FAIL .*expected token"
+    "ex3_forward_per_node.hpp|one draft forward per node instead of per depth|FAIL one draft forward per depth"
+    "ex3_records_logit.hpp|the logit recorded as draft_prob|FAIL every child is recorded as chosen.*records draft_prob"
+    "ex3_topk_recorded_as_sampled.hpp|top-k children recorded as sampled with a law|FAIL every child is recorded as chosen.*has a law recorded")
 
 specdec_course(ex4 "n-gram drafter" check_ex4.cpp ex4_ngram_drafter.hpp
     "ex4_off_by_one_kv.hpp|observe commits the root twice (off-by-one KV)|FAIL .*observe\\(\\) must append"
     "ex4_match_position.hpp|drafts the matched token itself|FAIL .*prompt lookup drafts"
-    "ex4_wrong_law.hpp|a wrong recorded law|FAIL sampling")
+    "ex4_wrong_law.hpp|a wrong recorded law|FAIL sampling"
+    "ex4_max_draft_ignored.hpp|max_draft ignored|FAIL .*max_draft 3.*prompt lookup drafts")
 
 specdec_course(ex5 "cascade level" check_ex5.cpp ex5_cascade_level.hpp
     "ex5_accept_unchecked.hpp|Max-Gram's tokens kept without the reviewer's argmax|FAIL .*library's cascade level drafts"
     "ex5_row_off_by_one.hpp|the reviewer's row read one position late|FAIL .*library's cascade level drafts"
-    "ex5_wrong_law.hpp|chosen tokens recorded as sampled|FAIL sampling")
+    "ex5_wrong_law.hpp|chosen tokens recorded as sampled|FAIL sampling"
+    "ex5_ask_once.hpp|Max-Gram asked only once|FAIL .*2 tokens per call.*library's cascade level drafts"
+    "ex5_room_ignored.hpp|the room ignored|FAIL with the room binding")
 
 specdec_course(ex6 "forward KL distillation" check_ex6.cpp ex6_forward_kl.hpp
     "ex6_reverse_kl.hpp|the reverse KL, the draft law first, as the loss|FAIL the loss"
     "ex6_sign_flipped.hpp|the gradient's sign flipped|FAIL the gradient added to dlogits"
-    "ex6_no_softmax_jacobian.hpp|the gradient w.r.t. q, the softmax Jacobian missing|FAIL the gradient added to dlogits")
+    "ex6_no_softmax_jacobian.hpp|the gradient w.r.t. q, the softmax Jacobian missing|FAIL the gradient added to dlogits"
+    "ex6_no_max_subtraction.hpp|sum of exp without the maximum subtracted|FAIL large logits"
+    "ex6_log_of_softmax.hpp|log q as the log of the float softmax|FAIL large logits")
 
 specdec_course(ex7 "speedup model" check_ex7.cpp ex7_speedup_model.hpp
     "ex7_no_bonus.hpp|no bonus token|FAIL expected_tokens"
-    "ex7_free_verification.hpp|verification taken as free|FAIL predicted_speedup")
+    "ex7_free_verification.hpp|verification taken as free|FAIL predicted_speedup"
+    "ex7_wide_alpha1_guard.hpp|the alpha = 1 limit returned for alpha above 0.99|FAIL expected_tokens.*alpha 0.995")
 
 specdec_course(ex8 "typical acceptance" check_ex8.cpp ex8_typical_acceptance.hpp
     "ex8_greedy_measure.hpp|the loss measured at temperature 0|FAIL your measurement samples at temperature 1"
-    "ex8_wrong_threshold.hpp|max(epsilon, ...) for min(epsilon, ...)|FAIL the rule")
+    "ex8_wrong_threshold.hpp|max(epsilon, ...) for min(epsilon, ...)|FAIL the rule"
+    "ex8_argmax_bonus.hpp|the next token as p's argmax|FAIL the next token is drawn from p"
+    "ex8_residual_bonus.hpp|the next token from the residual norm(max(0, p - q))|FAIL the next token is drawn from p"
+    "ex8_unprocessed_p.hpp|softmax(logits) for the processed p|FAIL the rule"
+    "ex8_measures_other_acceptor.hpp|the loss measured on another acceptor|FAIL it measures")
