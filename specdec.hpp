@@ -159,8 +159,9 @@
 
 // ---- check: is a composition lossless? (docs/losslessness.md)
 #include "detail/check/lossless.hpp"                  // defines: check::check_lossless, check::Report, check::Composition, check::greedy_identity,
-                                                      //          check::exact_two_token_law, check::sampled_two_token_law, check::chi_square,
-                                                      //          check::chi_square_critical, check::total_variation, check::AcceptEveryDraft
+                                                      //          check::exact_two_token_law, check::sampled_two_token_law, check::sampled_generations,
+                                                      //          check::later_tokens_check, check::chi_square, check::chi_square_critical,
+                                                      //          check::total_variation, check::AcceptEveryDraft, check::kMaxVocab
 
 #if !defined(SPECDEC_DECODING_ONLY)
 // ---- methods/cs_drafting: Cascade Speculative Drafting (cascade-speculative-drafting.txt)

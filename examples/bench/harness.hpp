@@ -651,16 +651,18 @@ inline std::string now_text() {
 /// check_lossless's verdict on one prompt in one line of the lossless column.
 inline std::string summarize_check(const check::Report& report) {
     const check::PromptCheck& p = report.prompts.front();
-    char line[320];
+    const bool failed = report.fails(p);
+    char line[480];
     std::snprintf(line, sizeof line,
-                  "%s, first two tokens of prompt 1 over %d runs: chi2 %.1f (dof %d, critical %.1f at p = 0.001), TV %.3f; "
-                  "planted lossy control %s (chi2 %.1f)",
-                  p.law.chi.dof < 1 ? "no verdict (too few populated cells: raise N)"
-                  : report.lossless() ? "lossless"
-                                      : "NOT LOSSLESS",
-                  report.runs, p.law.chi.statistic, p.law.chi.dof,
-                  p.law.critical, p.law.tv, report.powered() ? "caught" : "NOT caught, so the check had no power",
-                  p.control.chi.statistic);
+                  "%s, first two tokens of prompt 1 over %d runs: chi2 %.1f (dof %d, critical %.1f at p = 0.001), TV %.3f%s; "
+                  "later tokens: chi2 %.1f (dof %d, critical %.1f)%s; planted lossy control %s (chi2 %.1f)",
+                  failed                      ? "NOT LOSSLESS"
+                  : p.law.inconclusive()      ? "no verdict (too few populated cells: raise N)"
+                                              : "lossless",
+                  report.runs, p.law.chi.statistic, p.law.chi.dof, p.law.critical, p.law.tv,
+                  p.law.chi.impossible > 0 ? ", outcomes of probability 0 seen" : "", p.later.chi.statistic,
+                  p.later.chi.dof, p.later.critical, p.later.chi.impossible > 0 ? ", outcomes of probability 0 seen" : "",
+                  report.powered() ? "caught" : "NOT caught, so the check had no power", p.control.chi.statistic);
     return line;
 }
 

@@ -78,8 +78,9 @@ int law(Models& m, float T, int draws, const std::string& text) {
                 text.c_str(), prompt.size());
     std::printf("%-34s %10s %5s %9s %7s\n", "method", "chi-square", "dof", "critical", "TV");
     for (const auto& [name, counts] : {std::pair{"plain sampling (exact)", &plain}, std::pair{"target-initialised (2,4,3,1,1)", &seeded}}) {
-        const auto [stat, dof] = check::chi_square(*counts, exact, draws);
-        std::printf("%-34s %10.1f %5d %9.1f %7.3f\n", name, stat, dof, check::chi_square_critical(dof), check::total_variation(*counts, exact, draws));
+        const check::ChiSquare chi = check::chi_square(*counts, exact, draws);
+        std::printf("%-34s %10.1f %5d %9.1f %7.3f\n", name, chi.statistic, chi.dof, check::chi_square_critical(chi.dof),
+                    check::total_variation(*counts, exact, draws));
     }
     std::printf("(critical: the chi-square's p = 0.001 point; cells with expected count < 5 pooled into one)\n");
     return 0;
