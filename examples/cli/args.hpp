@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace specdec::cli {
@@ -68,6 +69,7 @@ public:
                 help_ = true;
                 return;
             }
+            if (a.substr(0, 7) == "--help=") throw UsageError("option '--help' takes no value: '" + std::string(a) + "'");
             if (a == "--") {  // everything after is positional
                 for (++i; i < argc; ++i) positional_.emplace_back(argv[i]);
                 break;
@@ -192,11 +194,24 @@ private:
             if (f.name == name) return &f;
         return nullptr;
     }
-    /// " (did you mean --x?)" for a flag one or two edits away, else "; see --help".
+    /// " (did you mean --x?)" for a flag one or two edits away, one the name begins (--temp), or one
+    /// other tools call by another name (--draft-model); else "; see --help".
     static std::string suggestion(const std::vector<Flag>& flags, const std::string& name) {
         std::vector<std::string> names;
         for (const Flag& f : flags) names.push_back(f.name);
-        const std::string pick = closest_name(names, name);
+        std::string pick = closest_name(names, name);
+        if (pick.empty() && name.size() >= 2) {  // a prefix: every flag it begins, so --top names both top-p and top-k
+            for (const std::string& n : names)
+                if (n.compare(0, name.size(), name) == 0) pick += (pick.empty() ? "" : " or --") + n;
+        }
+        // The names of llama.cpp, vLLM and transformers for the same settings.
+        static const std::pair<const char*, const char*> kAliases[] = {
+            {"draft-model", "draft"},        {"model", "target"},           {"target-model", "target"},
+            {"max-tokens", "max-new-tokens"}, {"n-predict", "max-new-tokens"}, {"num-threads", "threads"},
+            {"draft-max", "gamma"},          {"num-speculative-tokens", "gamma"}};
+        if (pick.empty())
+            for (const auto& [alias, flag] : kAliases)
+                if (name == alias && find(flags, flag) != nullptr) pick = flag;
         return pick.empty() ? "; see --help" : " (did you mean --" + pick + "?)";
     }
     static std::string trim(double v) {

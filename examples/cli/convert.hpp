@@ -24,7 +24,8 @@ namespace specdec::cli {
 inline const std::vector<Flag>& convert_flags() {
     static const std::vector<Flag> flags{
         {"dtype", "f32|bf16|f16|q8_0", "weights of the output (default f32; a llama2.c .bin is always f32; f16 and q8_0: GGUF only)"},
-        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json, else tokenizer.model, in the folder; tokenizer.bin beside a .bin; the GGUF's own)"},
+        {"tokenizer", "PATH", "the input's tokenizer (default: tokenizer.json, else tokenizer.model, else tokenizer.bin, in "
+                              "the folder; tokenizer.bin beside a .bin; the GGUF's own)"},
         {"force", "", "overwrite OUT if it exists"},
         {"to", "eagle", "IN is a feature drafter folder; write OUT as EAGLE-1/2's drafter folder for a serving engine"},
         {"engine", "sglang|vllm", "with --to eagle: whose loader OUT is written for (default sglang)"},
@@ -33,7 +34,7 @@ inline const std::vector<Flag>& convert_flags() {
 }
 
 inline std::string convert_usage() {
-    return usage_text("specdec convert IN OUT [--dtype f32|bf16|f16|q8_0] [--force]\n"
+    return usage_text("specdec convert IN OUT [--dtype f32|bf16|f16|q8_0] [--tokenizer PATH] [--force]\n"
                       "       specdec convert --to eagle DRAFTER OUT [--engine sglang|vllm] [--dtype f32|bf16] [--force]",
                       "Converts a model between an HF folder (config.json, model.safetensors, tokenizer), a llama2.c\n"
                       "file (run.c's version 0, with tokenizer.bin beside) and a GGUF file (llama.cpp: weights and\n"
@@ -43,7 +44,8 @@ inline std::string convert_usage() {
                       "so no tokenizer.json); a folder or .bin's file is copied, or written into a GGUF. Beside a .bin\n"
                       "goes a tokenizer.bin where the vocabulary has scores (tokenizer.bin, tokenizer.model, a GGUF's\n"
                       "\"llama\"); byte-level BPE has no llama2.c form. The same format both sides re-encodes (GGUF in\n"
-                      "another --dtype, a llama2.c version 1 or 2 file as version 0).\n"
+                      "another --dtype, a llama2.c version 1 or 2 file as version 0). A folder OUT is created, but\n"
+                      "not its parent folder, as for a file OUT.\n"
                       "With --to eagle, IN is an EAGLE feature drafter trained with \"layout\": \"eagle\" and OUT the\n"
                       "folder SGLang's (--engine sglang) or vLLM's (--engine vllm) EAGLE loader reads: one LlamaConfig\n"
                       "layer, fc, no end norms; the target's embedding and head are the engine's (docs/serving.md).",
@@ -86,6 +88,14 @@ inline void clear_output(const fs::path& in, const fs::path& out, bool folder) {
     for (const fs::path& p : ours) fs::remove(p);
 }
 
+/// Refuses an OUT whose parent folder is missing, file or folder alike: a mistyped path should not
+/// leave a tree of new folders behind. OUT itself may be a new folder.
+inline void require_parent_folder(const fs::path& out) {
+    const fs::path named = out.has_filename() ? out : out.parent_path();  // "a/b/" names the folder b
+    if (named.has_parent_path() && !fs::is_directory(named.parent_path()))
+        detail::fail("cli", out.string() + ": its folder " + named.parent_path().string() + " does not exist; create it first");
+}
+
 /// `--to eagle`: a feature drafter folder to EAGLE-1/2's drafter folder for `--engine`.
 inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::path& out, const std::string& dtype_text) {
     const std::string engine_text = args.text("engine", "sglang");
@@ -100,6 +110,7 @@ inline int run_convert_to_eagle(const Args& args, const fs::path& in, const fs::
         detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
     if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
         detail::fail("cli", out.string() + ": is the input itself");
+    require_parent_folder(out);
     const FeatureCheckpoint ck = load_feature_checkpoint(in);
     const ServingEngine engine = engine_text == "sglang" ? ServingEngine::kSglang : ServingEngine::kVllm;
     check_eagle_exportable(ck, engine, in.string());  // before OUT is touched
@@ -125,19 +136,19 @@ inline int run_convert(const Args& args) {
     if (dtype_text != "f32" && dtype_text != "bf16" && dtype_text != "f16" && dtype_text != "q8_0")
         throw UsageError("option '--dtype': '" + dtype_text + "'; known: f32, bf16, f16, q8_0");
     const ModelFormat to = format_of(out, true);
+    // A --dtype the kind of OUT cannot hold is a mistake in the call (exit 2), as with --to eagle.
+    if (to == ModelFormat::kLlama2c && dtype_text != "f32")
+        throw UsageError("option '--dtype': '" + dtype_text + "' for OUT '" + out.string() +
+                         "': llama2.c's run.c reads float32 .bin files only (--dtype f32)");
+    if (to == ModelFormat::kHfFolder && dtype_text != "f32" && dtype_text != "bf16")
+        throw UsageError("option '--dtype': '" + dtype_text + "' for OUT '" + out.string() +
+                         "', a folder: an HF folder is written in f32 or bf16 (f16 and q8_0 are for a .gguf OUT)");
     // Checked before loading: a mistake here should not cost a large model's load.
     if (fs::exists(out) && !args.has("force"))
         detail::fail("cli", out.string() + ": exists; choose another OUT or pass --force to overwrite it");
-    if (to == ModelFormat::kLlama2c && dtype_text != "f32")
-        detail::fail("cli", out.string() + ": llama2.c's run.c reads float32 .bin files only (--dtype f32)");
-    if (to == ModelFormat::kHfFolder && dtype_text != "f32" && dtype_text != "bf16")
-        detail::fail("cli", out.string() + ": an HF folder is written in f32 or bf16 (f16 and q8_0 are for GGUF)");
     if (fs::exists(in) && fs::exists(out) && fs::equivalent(in, out))
         detail::fail("cli", out.string() + ": is the input itself");
-    // A folder OUT is made with its parents; a file's folder must be there (the writer would say only
-    // "cannot write").
-    if (to != ModelFormat::kHfFolder && out.has_parent_path() && !fs::is_directory(out.parent_path()))
-        detail::fail("cli", out.string() + ": its folder " + out.parent_path().string() + " does not exist; create it first");
+    require_parent_folder(out);  // the writers would make a folder's parents, or say only "cannot write"
     // Same format both sides is a conversion too: GGUF re-encoded in another --dtype, llama2.c version 1
     // or 2 rewritten as run.c's version 0, an HF folder resharded or cast.
     const LoadedModel m = load_model(in, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{});

@@ -34,22 +34,24 @@ namespace specdec::cli {
 inline const std::vector<Flag>& generate_flags() {
     static const std::vector<Flag> flags{
         {"target", "PATH", "the target model: an HF folder, a llama2.c .bin or a .gguf (required)"},
-        {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE, EDD, EAGLE or FSPAD drafter), a .bin or a .gguf"},
+        {"draft", "PATH", "the drafter: an HF folder (a Llama, GLIDE, EDD, EAGLE or FSPAD drafter, or an EAGLE folder for "
+                          "SGLang or vLLM), a .bin or a .gguf"},
         {"method", "NAME", "ar | sd | tree | cs | glide | edd | pct | eagle2 | lookup | text (default: sd with --draft, else "
                            "ar; lookup needs no drafter, text takes one of any tokenizer)"},
         {"prompt", "TEXT", "the text to continue (required)"},
-        {"max-new-tokens", "N", "new tokens to generate (default 64)"},
+        {"max-new-tokens", "N", "new tokens to generate, at least 1 (default 64; fewer when the end-of-text token comes)"},
         {"temperature", "T", "0 = greedy (default); > 0 samples, losslessly"},
-        {"top-p", "P", "nucleus sampling mass, in (0, 1] (default 1 = off)"},
-        {"top-k", "K", "keep the K most likely tokens (default 0 = off)"},
+        {"top-p", "P", "nucleus sampling mass, in (0, 1] (default 1 = off; no effect at temperature 0)"},
+        {"top-k", "K", "keep the K most likely tokens (default 0 = off; no effect at temperature 0)"},
         {"seed", "S", "seed of every random draw (default 0)"},
         {"gamma", "G", "drafts per step: sd, lookup, text (default 4), glide, edd (default 5), cs (default 5: G-3 reviewed, "
                        "3 Max-Gram)"},
         {"ngram", "N", "lookup: match the text's last N tokens, else fewer, down to 1 (default 3)"},
         {"k-config", "LIST", "tree: children per node at each depth (default 2,2,1)"},
         {"draw", "HOW", "tree: topk (default) | with_replacement | without_replacement"},
-        {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json beside the drafter's folder)"},
-        {"tokenizer", "PATH", "the target's tokenizer (default: tokenizer.json, else tokenizer.model, in its folder; tokenizer.bin beside a .bin)"},
+        {"bigram", "PATH", "cs: Max-Gram's table (default bigram.json in the drafter's folder, else beside it)"},
+        {"tokenizer", "PATH", "the target's tokenizer (default: tokenizer.json, else tokenizer.model, else tokenizer.bin, in "
+                              "its folder; tokenizer.bin beside a .bin; the GGUF's own)"},
         {"draft-tokenizer", "PATH", "the drafter's tokenizer, if it is not in the usual place"},
         {"target-scale", "SIZE", "110m | 1b | 7b: the target (an HF folder) widened to that cost, bf16, same outputs; drafters "
                                  "that read its internals widened with it (docs/widening.md)"},
@@ -70,7 +72,8 @@ inline std::string generate_usage() {
         "Methods: ar (the target alone), sd (a chain of drafts; Leviathan et al. 2023), tree (a k-ary token tree),\n"
         "cs (CS Drafting: the drafter reviewing Max-Gram), glide (a GLIDE drafter with CAPE), edd (an EDD drafter,\n"
         "a chain), pct (EDD's pruned candidate tree), eagle2 (EAGLE-2's dynamic tree over any drafter; an EAGLE or\n"
-        "FSPAD drafter drafts from the target's features), lookup (prompt lookup: no drafter, a chain copied from what followed\n"
+        "FSPAD drafter, or an EAGLE folder written for SGLang or vLLM, drafts from the target's features; sd, tree\n"
+        "and pct take one too), lookup (prompt lookup: no drafter, a chain copied from what followed\n"
         "the text's last tokens earlier on; for a target that has no drafter), text (a drafter with a tokenizer of\n"
         "its own drafts as text, re-encoded into the target's tokens; both tokenizers as tokenizer.json).",
         generate_flags());
@@ -140,8 +143,8 @@ inline bench::MethodSpec method_spec(const Args& args, const std::string& method
     return m;
 }
 
-/// "llama", "glide", "edd" or "feature" (EAGLE / FSPAD): what a drafter folder's config.json says it is
-/// (as specdec_bench reads it).
+/// "llama", "glide", "edd" or "feature" (EAGLE / FSPAD, or EAGLE-1/2's folder as SGLang and vLLM load
+/// it: is_eagle_layout): what a drafter folder's config.json says it is (as specdec_bench reads it).
 inline std::string drafter_kind(const fs::path& path) {
     if (!fs::is_directory(path) || !fs::exists(path / "config.json")) return "llama";
     const json::Value cfg = json::parse(detail::read_text_file(path / "config.json", "cli"), (path / "config.json").string());
@@ -149,7 +152,7 @@ inline std::string drafter_kind(const fs::path& path) {
     if (type != nullptr && type->is_string() && type->as_string() == "edd") return "edd";
     if (type != nullptr && type->is_string() && (type->as_string() == "eagle" || type->as_string() == "fspad")) return "feature";
     if (cfg.is_object() && cfg.find("glide_cross_attention") != nullptr) return "glide";
-    return "llama";
+    return is_eagle_layout(path) ? "feature" : "llama";
 }
 
 /// The library's vocabulary check (check_vocab_compatible, io/vocab_compat.hpp) of a Llama drafter
@@ -231,17 +234,31 @@ inline int run_generate(const Args& args) {
     }
 
     GenerateOptions opts;
-    opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 0, 1 << 20));
+    opts.max_new_tokens = static_cast<int>(args.integer("max-new-tokens", 64, 1, 1 << 20));  // 0 would summarise nothing
     opts.sampling.temperature = static_cast<float>(args.number("temperature", 0.0, 0.0, 1e6));
     opts.sampling.top_p = static_cast<float>(args.number("top-p", 1.0, 0.0, 1.0, /*lo_open=*/true));
     opts.sampling.top_k = static_cast<int>(args.integer("top-k", 0, 0, 1 << 30));
+    if (opts.sampling.greedy() && (args.has("top-p") || args.has("top-k"))) {  // legal, but likely not what was meant
+        const std::string which = args.has("top-p") && args.has("top-k") ? "--top-p and --top-k have"
+                                  : args.has("top-p")                     ? "--top-p has"
+                                                                          : "--top-k has";
+        std::fprintf(stderr, "specdec: note: %s no effect under greedy decoding (temperature 0); give --temperature T > 0 "
+                             "to sample\n", which.c_str());
+    }
     opts.seed = args.unsigned64("seed", 0);
     ThreadPool pool(static_cast<int>(args.integer("threads", 1, 0, 1024)));
 
     // ---- the models ------------------------------------------------------------------------------------
     // The models only run here: their matrices are packed from the mapped files, no float32 copy.
     const LoadOptions in_place{.defer_matrices = true};
-    LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{}, in_place);
+    // An EAGLE folder for SGLang or vLLM drafts with the target's head, which a deferred load leaves in
+    // the file: such a pair loads the target's weights.
+    const bool eagle_folder = needs_draft && is_eagle_layout(args.text("draft"));
+    if (eagle_folder && !scale.empty())
+        detail::fail("cli", args.text("draft") + ": an EAGLE folder for SGLang or vLLM reads the target as trained; "
+                                                 "--target-scale widens only this library's feature drafter folders");
+    LoadedModel target = load_model(target_path, args.has("tokenizer") ? fs::path(args.text("tokenizer")) : fs::path{},
+                                    eagle_folder ? LoadOptions{} : in_place);
     detail::require(target.vocab.present(), "cli",
                     [&] { return target_path.string() + ": no tokenizer found beside the model; give one with --tokenizer PATH"; });
     {  // another model's tokenizer decodes the model's ids into another text, silently: compare the sizes
@@ -304,9 +321,15 @@ inline int run_generate(const Args& args) {
             draft_config = g.config.draft;
             models.glides["draft"] = std::make_unique<GlideModel<CpuModel>>(std::move(g.config), std::move(g.weights), *models.target, model_opts);
         } else if (kind == "feature") {
-            FeatureCheckpoint f = load_feature_checkpoint(draft_path);
-            if (!scale.empty()) f = bench::widen_with_target(std::move(f), trained, models.target->config());
-            check_feature_pair(f, models.target->config());
+            // load_feature_drafter reads either kind of folder: this library's, or EAGLE's layout, which
+            // takes the target's embedding and head (as SGLang and vLLM do).
+            FeatureCheckpoint f;
+            if (scale.empty()) {
+                f = load_feature_drafter(draft_path, models.target->config(), models.target->weights());
+            } else {
+                f = bench::widen_with_target(load_feature_checkpoint(draft_path), trained, models.target->config());
+                check_feature_pair(f, models.target->config());
+            }
             draft_config = f.config;
             models.features["draft"] = std::make_unique<FeatureDrafter>(
                 std::move(f), scale.empty() ? model_opts : bench::widened_drafter_options(model_opts));
@@ -339,6 +362,10 @@ inline int run_generate(const Args& args) {
             const fs::path bigram = args.has("bigram") ? fs::path(args.text("bigram"))
                                   : fs::exists(draft_path / "bigram.json") ? draft_path / "bigram.json"
                                                                            : draft_path.parent_path() / "bigram.json";
+            if (!args.has("bigram") && !fs::exists(bigram))  // the reader would say only "cannot open file"
+                detail::fail("cli", bigram.string() + ": no such file; --method cs reads Max-Gram's table from bigram.json "
+                                                      "in the drafter's folder, else beside it (models/bigram.json for the "
+                                                      "shipped drafters); give another with --bigram PATH");
             models.bigram = std::make_unique<Bigram>(Bigram::load(bigram, models.target->vocab_size()));
         }
     }
@@ -383,7 +410,7 @@ inline int run_generate(const Args& args) {
         throw;
     }
     const double seconds = std::chrono::duration<double>(clock::now() - t0).count() - t_streaming;
-    show_prompt();  // --max-new-tokens 0 runs no step
+    show_prompt();  // the prompt shows even where no step ran
     end_line();
 
     // ---- the summary -------------------------------------------------------------------------------------
@@ -415,6 +442,11 @@ inline int run_generate(const Args& args) {
     // One sampled text cannot test a law: say so, and what the acceptor that ran needs to be lossless.
     if (speculative && !opts.sampling.greedy()) std::fprintf(stderr, "; distribution not checked in this run (%s)", run.acceptor);
     if (!scale.empty()) std::fprintf(stderr, "; %s", bench::cost_scaled_label(scale).c_str());
+    // Fewer tokens than asked for needs its reason, or it reads as a fault.
+    if (opts.eos_token >= 0 && !g.tokens.empty() && g.tokens.back() == opts.eos_token)
+        std::fprintf(stderr, "; stopped at the end-of-text token %d %s after %zu of --max-new-tokens %d (--ignore-eos goes on)",
+                     opts.eos_token, json::dump(json::Value(target.vocab.spelling(opts.eos_token))).c_str(), g.tokens.size(),
+                     opts.max_new_tokens);
     std::fprintf(stderr, "\n");
     return 0;
 }

@@ -23,7 +23,8 @@ namespace specdec::cli {
 
 inline const std::vector<Flag>& inspect_flags() {
     static const std::vector<Flag> flags{
-        {"tokenizer", "PATH", "the tokenizer file (default: tokenizer.json, else tokenizer.model, in the folder; tokenizer.bin beside a .bin; the GGUF's own)"},
+        {"tokenizer", "PATH", "the tokenizer file (default: tokenizer.json, else tokenizer.model, else tokenizer.bin, in the "
+                              "folder; tokenizer.bin beside a .bin; the GGUF's own)"},
     };
     return flags;
 }
@@ -32,7 +33,10 @@ inline std::string inspect_usage() {
     return usage_text("specdec inspect PATH [--tokenizer PATH]",
                       "Prints a model's config (every field), its tensors (name, dtype, shape, bytes), its tokenizer\n"
                       "(kind, vocab size, special tokens), the parameter count and the file sizes. PATH is an HF\n"
-                      "folder (config.json, model.safetensors), a llama2.c .bin or a .gguf file.",
+                      "folder (config.json, model.safetensors), a llama2.c .bin or a .gguf file. Two counts: \"tensors\"\n"
+                      "adds up every tensor in the file; \"parameters\" counts the Llama the config describes (embedding,\n"
+                      "layers, norm, head), so a drafter's own tensors (GLIDE's cross-attention, an EAGLE or FSPAD\n"
+                      "connector, FSPAD's sampler) make the two differ, and the difference is printed.",
                       inspect_flags());
 }
 
@@ -68,8 +72,8 @@ inline void print_tensors(const std::vector<TensorRow>& rows, const std::string&
     for (const TensorRow& r : rows) w_name = std::max(w_name, r.name.size()), w_shape = std::max(w_shape, r.shape.size());
     std::int64_t numel = 0, bytes = 0;
     for (const TensorRow& r : rows) numel += r.numel, bytes += r.bytes;
-    std::printf("\ntensors: %zu, %s parameters, %s bytes (%s)\n", rows.size(), grouped(numel).c_str(), grouped(bytes).c_str(),
-                source.c_str());
+    std::printf("\ntensors: %zu, %s parameters in all the file's tensors, %s bytes (%s)\n", rows.size(),
+                grouped(numel).c_str(), grouped(bytes).c_str(), source.c_str());
     std::printf("  %-*s  %-5s  %-*s  %14s\n", static_cast<int>(w_name), "name", "dtype", static_cast<int>(w_shape), "shape", "bytes");
     for (const TensorRow& r : rows)
         std::printf("  %-*s  %-5s  %-*s  %14s\n", static_cast<int>(w_name), r.name.c_str(), r.dtype.c_str(),
@@ -184,7 +188,9 @@ inline int run_inspect(const Args& args) {
         case ModelFormat::kHfFolder: {
             print_config_json(path);
             // GLIDE and EDD drafters carry more fields; load_config reads the Llama ones all of them share.
-            config = load_config(path / "config.json");
+            // EAGLE's folder for SGLang or vLLM adds "bias" (whether fc has one), which only its loader reads.
+            config = is_eagle_layout(path) ? load_config(path / "config.json", detail::kEagleLayoutConfigKeys)
+                                           : load_config(path / "config.json");
             if (config.sliding_window > 0)  // Mistral's window: the context the models hold (docs/formats.md)
                 std::printf("  read as: max_position_embeddings %d, capped at the sliding window (full attention "
                             "is exact within it)\n",
@@ -239,8 +245,19 @@ inline int run_inspect(const Args& args) {
         }
     }
     print_tensors(rows, source);
-    std::printf("\nparameters: %s (%s), head_dim %d, kv_dim %d\n", grouped(config.parameter_count()).c_str(),
-                short_count(static_cast<double>(config.parameter_count())).c_str(), config.head_dim(), config.kv_dim());
+    // Config::parameter_count is the Llama's alone; a drafter's file holds more (or, in EAGLE's layout,
+    // other) tensors, so the two counts are labelled and their difference said.
+    const std::int64_t llama = config.parameter_count();
+    std::int64_t in_file = 0;
+    for (const TensorRow& r : rows) in_file += r.numel;
+    std::printf("\nparameters: %s (%s) in the Llama the config describes (embedding, %d layer%s, norm%s), head_dim %d, "
+                "kv_dim %d\n", grouped(llama).c_str(), short_count(static_cast<double>(llama)).c_str(),
+                config.num_hidden_layers, config.num_hidden_layers == 1 ? "" : "s",
+                config.tie_word_embeddings ? "; head tied to the embedding" : ", head", config.head_dim(), config.kv_dim());
+    if (in_file != llama)
+        std::printf("  the file's tensors hold %s %s: tensors outside that Llama (a drafter's connector, cross-attention "
+                    "or sampler) or a layout without some of its norms\n",
+                    grouped(in_file > llama ? in_file - llama : llama - in_file).c_str(), in_file > llama ? "more" : "fewer");
     std::printf("file size: %s bytes (%s)\n", grouped(file_bytes).c_str(), (short_count(static_cast<double>(file_bytes)) + "B").c_str());
 
     tok_only.checkpoint.config = config;

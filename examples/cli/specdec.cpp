@@ -1,8 +1,9 @@
 // specdec — the command: generate text with speculative decoding, convert and inspect model files.
 //
-//   specdec generate --target PATH [--draft PATH] [--method ar|sd|tree|cs|glide|edd|pct|eagle2] --prompt TEXT
-//   specdec convert IN OUT [--dtype f32|bf16|f16|q8_0]
-//   specdec inspect PATH
+//   specdec generate --target PATH [--draft PATH] [--method ar|sd|tree|cs|glide|edd|pct|eagle2|lookup|text]
+//                    --prompt TEXT
+//   specdec convert IN OUT [--dtype f32|bf16|f16|q8_0] [--tokenizer PATH] [--force]
+//   specdec inspect PATH [--tokenizer PATH]
 //
 // PATH is an HF folder (config.json, model.safetensors, tokenizer.json), a llama2.c .bin (with its
 // tokenizer.bin) or a .gguf file (model_files.hpp says which formats this build reads). `specdec
@@ -28,6 +29,10 @@ using namespace specdec::cli;
 
 namespace {
 
+// CMakeLists.txt's project(VERSION): the build passes no definition, so it is kept equal here, and the
+// cli test `messages` compares the two.
+const char* const kVersion = "0.1.0";
+
 const char* kUsage =
     "usage: specdec COMMAND [options]\n"
     "\n"
@@ -38,7 +43,8 @@ const char* kUsage =
     "  convert    convert a model between an HF folder, a llama2.c .bin and a .gguf file\n"
     "  inspect    print a model's config, tensors, tokenizer and size\n"
     "\n"
-    "`specdec COMMAND --help` describes each command. PATH is an HF folder, a llama2.c .bin or a .gguf file.\n";
+    "`specdec COMMAND --help` (or `specdec help COMMAND`) describes each command; `specdec --version` prints\n"
+    "the version. PATH is an HF folder, a llama2.c .bin or a .gguf file.\n";
 
 struct Command {
     const char* name;
@@ -58,13 +64,33 @@ int run(int argc, char** argv) {
         std::fputs(kUsage, stderr);
         return 2;
     }
-    const std::string_view name = argv[1];
-    if (name == "--help" || name == "-h" || name == "help") {
+    std::string_view name = argv[1];
+    if (name == "--version") {
+        std::printf("specdec %s\n", kVersion);
+        return 0;
+    }
+    if (name.substr(0, 7) == "--help=" || name.substr(0, 10) == "--version=") {
+        std::fprintf(stderr, "specdec: option '%.*s' takes no value\n", static_cast<int>(name.find('=')), argv[1]);
+        return 2;
+    }
+    if (name == "--help" || name == "-h" || (name == "help" && argc == 2)) {
         std::fputs(kUsage, stdout);
         return 0;
     }
+    const bool help_of = name == "help";  // `specdec help generate` is `specdec generate --help`
+    if (help_of) {
+        if (argc > 3) {
+            std::fprintf(stderr, "specdec help: expected one COMMAND, got %d\n", argc - 2);
+            return 2;
+        }
+        name = argv[2];
+    }
     for (const Command& c : kCommands) {
         if (name != c.name) continue;
+        if (help_of) {
+            std::fputs(c.usage().c_str(), stdout);
+            return 0;
+        }
         try {
             const Args args(argc, argv, 2, c.flags());
             if (args.help()) {
@@ -80,11 +106,12 @@ int run(int argc, char** argv) {
     std::vector<std::string> names;
     for (const Command& c : kCommands) names.push_back(c.name);
     const std::string pick = closest_name(names, std::string(name));
+    const std::string shown(name);
     if (!pick.empty()) {
-        std::fprintf(stderr, "specdec: unknown command '%s' (did you mean '%s'?)\n", argv[1], pick.c_str());
+        std::fprintf(stderr, "specdec: unknown command '%s' (did you mean '%s'?)\n", shown.c_str(), pick.c_str());
         return 2;
     }
-    std::fprintf(stderr, "specdec: unknown command '%s'\n\n%s", argv[1], kUsage);
+    std::fprintf(stderr, "specdec: unknown command '%s'\n\n%s", shown.c_str(), kUsage);
     return 2;
 }
 

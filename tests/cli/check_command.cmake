@@ -222,6 +222,20 @@ elseif(CASE STREQUAL "convert")
     run_specdec(out err rc convert ${WORK}/small.gguf ${WORK}/no_such_folder/m.gguf)
     expect_rc(1 "${rc}" "${err}" "convert into a missing folder")
     expect_match("no_such_folder/m\\.gguf: its folder .*no_such_folder does not exist" "${err}" "convert into a missing folder")
+    # A folder OUT may be new, its parent not: a mistyped path leaves no tree of folders behind.
+    foreach(args "${WORK}/no_such_folder/deeper/x" "--to;eagle;models/eagle_layout;${WORK}/no_such_folder/x")
+        if(args MATCHES "^--to")
+            run_specdec(out err rc convert ${args})
+        else()
+            run_specdec(out err rc convert models/small ${args})
+        endif()
+        expect_rc(1 "${rc}" "${err}" "convert into a folder whose parent is missing (${args})")
+        expect_match("its folder .*no_such_folder[a-z/]* does not exist; create it first" "${err}"
+            "convert into a folder whose parent is missing (${args})")
+        if(EXISTS ${WORK}/no_such_folder)
+            message(FATAL_ERROR "convert ${args} made the missing folder ${WORK}/no_such_folder")
+        endif()
+    endforeach()
 elseif(CASE STREQUAL "errors")
     # A malformed command line: a message and exit status 2. A file the library refuses: exit 1.
     foreach(args "generate;--targt;models/target"
@@ -237,6 +251,11 @@ elseif(CASE STREQUAL "errors")
                  "convert;models/eagle;x;--to;gguf"
                  "convert;models/small;x;--engine;vllm"
                  "convert;models/eagle;x;--to;eagle;--engine;tgi"
+                 "convert;models/target;x;--dtype;f16"
+                 "convert;models/target;t2.bin;--dtype;bf16"
+                 "convert;models/eagle_layout;x;--to;eagle;--dtype;f16"
+                 "inspect;models/target;--help=1"
+                 "help;frobnicate"
                  "frobnicate"
                  "")
         run_specdec(out err rc ${args})
@@ -278,7 +297,11 @@ elseif(CASE STREQUAL "errors")
                            "generate;--target;models/target;--prompt;x;--draft-tokenizer;t.json|option '--draft-tokenizer' goes with --draft"
                            "generate;--target;models/target;--draft;models/glide;--method;glide;--gamma;33;--prompt;x|option '--gamma': glide's chain of 33 exceeds its 32 drafts"
                            "generate;--target;models/target;--prompt;x;--temperature;0x10|option '--temperature': '0x10' is not a number"
-                           "generate;--target;models/target;--prompt;x;--temperature;+3|option '--temperature': '\\+3' is not a number")
+                           "generate;--target;models/target;--prompt;x;--temperature;+3|option '--temperature': '\\+3' is not a number"
+                           "generate;--target;models/target;--prompt;x;--max-new-tokens;0|option '--max-new-tokens': 0 is outside \\[1, "
+                           "generate;--target;models/target;--prompt;x;--temp;1|unknown option '--temp' \\(did you mean --temperature\\?\\)"
+                           "generate;--target;models/target;--prompt;x;--draft-model;models/small|unknown option '--draft-model' \\(did you mean --draft\\?\\)"
+                           "generate;--help=1|option '--help' takes no value")
         string(REPLACE "|" ";" parts "${args_and_regex}")
         list(POP_BACK parts regex)
         run_specdec(out err rc ${parts})
@@ -299,6 +322,14 @@ elseif(CASE STREQUAL "errors")
     expect_rc(0 "${rc}" "${err}" "a tokenizer smaller than the model's vocabulary")
     expect_match("specdec: warning: the tokenizer tests/data/tokenizers/sp_tiny\\.tokenizer\\.json has 296 tokens, the model models/target has vocab_size 4096: ids 296\\.\\.4095 have no text"
         "${err}" "a tokenizer smaller than the model's vocabulary")
+    foreach(args_and_regex "convert;models/target;x;--dtype;f16|option '--dtype': 'f16' for OUT 'x', a folder: an HF folder is written in f32 or bf16"
+                           "convert;models/target;t2.bin;--dtype;bf16|option '--dtype': 'bf16' for OUT 't2\\.bin': llama2\\.c's run\\.c reads float32")
+        string(REPLACE "|" ";" parts "${args_and_regex}")
+        list(POP_BACK parts regex)
+        run_specdec(out err rc ${parts})
+        expect_rc(2 "${rc}" "${err}" "specdec ${parts}")
+        expect_match("^specdec convert: ${regex}" "${err}" "specdec ${parts}")
+    endforeach()
     run_specdec(out err rc generate --target models/target --prompt x --tempreature 1)
     expect_match("did you mean --temperature\\?" "${err}" "a misspelt flag")
     run_specdec(out err rc generat --target models/target --prompt x)
@@ -314,7 +345,6 @@ elseif(CASE STREQUAL "errors")
     foreach(args "inspect;models/no_such_model"
                  "inspect;models"
                  "inspect;README.md"
-                 "convert;models/small;x.bin;--dtype;f16"
                  "generate;--target;models/target;--prompt;x;--max-new-tokens;600"
                  "generate;--target;models/target;--draft;models/glide;--method;edd;--prompt;x")
         run_specdec(out err rc ${args})
@@ -418,6 +448,106 @@ elseif(CASE STREQUAL "scale")
     expect_rc(1 "${rc}" "${err}" "generate --target-scale on a llama2.c file")
     expect_match("^specdec: \\[specdec\\.cli\\] .*small\\.bin: --target-scale widens an HF folder" "${err}"
         "generate --target-scale on a llama2.c file")
+elseif(CASE STREQUAL "serving")
+    # EAGLE's folder for SGLang or vLLM (convert --to eagle) runs here too (load_feature_drafter): each
+    # drafts as models/eagle_layout, the drafter it was written from (f32: its bf16 weights exactly), so
+    # greedy eagle2 and sd print the same text in the same number of target forwards.
+    file(REMOVE_RECURSE ${WORK})
+    file(MAKE_DIRECTORY ${WORK})
+    foreach(method eagle2 sd)
+        run_specdec(want want_err rc generate --target models/target --draft models/eagle_layout --method ${method}
+            --prompt "${prompt}" --max-new-tokens 32 --no-baseline)
+        expect_rc(0 "${rc}" "${want_err}" "generate --method ${method} with models/eagle_layout")
+        string(REGEX MATCH "in [0-9]+ target forwards" want_forwards "${want_err}")
+        foreach(engine sglang vllm)
+            if(NOT EXISTS ${WORK}/eagle_${engine})
+                run_specdec(out err rc convert --to eagle models/eagle_layout ${WORK}/eagle_${engine} --engine ${engine})
+                expect_rc(0 "${rc}" "${err}" "convert --to eagle --engine ${engine}")
+            endif()
+            set(what "generate --method ${method} with the ${engine} folder")
+            run_specdec(out err rc generate --target models/target --draft ${WORK}/eagle_${engine} --method ${method}
+                --prompt "${prompt}" --max-new-tokens 32 --no-baseline)
+            expect_rc(0 "${rc}" "${err}" "${what}")
+            if(NOT out STREQUAL want)
+                message(FATAL_ERROR "${what} printed\n${out}\nmodels/eagle_layout printed\n${want}")
+            endif()
+            expect_match("^${method}: 32 tokens ${want_forwards}," "${err}" "${what} (models/eagle_layout: ${want_forwards})")
+        endforeach()
+    endforeach()
+    # inspect reads the folder too ("bias" is EAGLE's key), and says why its two counts differ.
+    run_specdec(out err rc inspect ${WORK}/eagle_sglang)
+    expect_rc(0 "${rc}" "${err}" "inspect the sglang folder")
+    expect_match("bias +true\n" "${out}" "inspect the sglang folder's config")
+    expect_match("the file's tensors hold 294,528 more: tensors outside that Llama" "${out}" "inspect the sglang folder's counts")
+elseif(CASE STREQUAL "messages")
+    # What the command says beside the text: where generation stopped, options that did nothing, what
+    # each count counts, where a default file was looked for, help and version.
+    file(REMOVE_RECURSE ${WORK})
+    file(MAKE_DIRECTORY ${WORK})
+    # "THE END" ends at the end-of-text token after 8 tokens on the shipped pair; --ignore-eos goes on.
+    run_specdec(out err rc generate --target models/target --draft models/small --prompt "THE END" --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "generate up to the end-of-text token")
+    expect_match("^sd: ([0-9]+) tokens in [0-9]+ target forwards, .*; stopped at the end-of-text token 0 \"<\\|endoftext\\|>\" after [0-9]+ of --max-new-tokens 64 \\(--ignore-eos goes on\\)\n$"
+        "${err}" "the summary of a run stopped at end-of-text")
+    run_specdec(out err rc generate --target models/target --draft models/small --prompt "THE END" --no-baseline --ignore-eos)
+    expect_rc(0 "${rc}" "${err}" "generate --ignore-eos")
+    expect_match("^sd: 64 tokens in [0-9]+ target forwards, tau [0-9.]+, [0-9.]+ tok/s\n$" "${err}" "the summary with --ignore-eos")
+    # --top-p and --top-k at temperature 0: run, with a note that they did nothing.
+    foreach(flags_and_regex "--top-p;0.5|--top-p has" "--top-k;3|--top-k has" "--top-p;0.5;--top-k;3|--top-p and --top-k have")
+        string(REPLACE "|" ";" parts "${flags_and_regex}")
+        list(POP_BACK parts regex)
+        run_specdec(out err rc generate --target models/target --prompt x --max-new-tokens 2 ${parts})
+        expect_rc(0 "${rc}" "${err}" "generate ${parts} at temperature 0")
+        expect_match("^specdec: note: ${regex} no effect under greedy decoding \\(temperature 0\\)" "${err}"
+            "generate ${parts} at temperature 0")
+    endforeach()
+    run_specdec(out err rc generate --target models/target --prompt x --max-new-tokens 2 --temperature 1 --top-k 3)
+    expect_rc(0 "${rc}" "${err}" "generate --temperature 1 --top-k 3")
+    if(err MATCHES "note:")
+        message(FATAL_ERROR "a sampled run was told its --top-k has no effect:\n${err}")
+    endif()
+    # inspect labels its two counts: every tensor in the file, and the Llama the config describes.
+    run_specdec(out err rc inspect models/glide)
+    expect_rc(0 "${rc}" "${err}" "inspect models/glide")
+    expect_match("tensors: 14, 868,864 parameters in all the file's tensors" "${out}" "inspect models/glide's tensor count")
+    expect_match("\nparameters: 770,432 \\(770\\.4k\\) in the Llama the config describes \\(embedding, 1 layer, norm; head tied to the embedding\\)"
+        "${out}" "inspect models/glide's parameter count")
+    expect_match("\n  the file's tensors hold 98,432 more: tensors outside that Llama" "${out}" "inspect models/glide's difference")
+    run_specdec(out err rc inspect models/target)
+    if(out MATCHES "the file's tensors hold")
+        message(FATAL_ERROR "inspect models/target told a difference where its counts agree:\n${out}")
+    endif()
+    # --method cs's default table is bigram.json in or beside the drafter's folder: a copy of the drafter
+    # elsewhere is told where it was looked for, and of --bigram.
+    file(COPY ${ROOT}/models/small DESTINATION ${WORK}/lone)
+    run_specdec(out err rc generate --target models/target --draft ${WORK}/lone/small --method cs --prompt x)
+    expect_rc(1 "${rc}" "${err}" "generate --method cs without a bigram.json")
+    expect_match("^specdec: \\[specdec\\.cli\\] [^\n]*lone/bigram\\.json: no such file; --method cs reads Max-Gram's table from bigram\\.json in the drafter's folder, else beside it .*--bigram PATH"
+        "${err}" "generate --method cs without a bigram.json")
+    run_specdec(out err rc generate --target models/target --draft ${WORK}/lone/small --method cs --prompt x
+        --bigram models/bigram.json --max-new-tokens 2 --no-baseline)
+    expect_rc(0 "${rc}" "${err}" "generate --method cs --bigram")
+    # help: `specdec help COMMAND` is COMMAND's; every --tokenizer names the three files a folder may hold.
+    foreach(cmd generate convert inspect)
+        run_specdec(want err rc ${cmd} --help)
+        run_specdec(out err rc help ${cmd})
+        expect_rc(0 "${rc}" "${err}" "specdec help ${cmd}")
+        if(NOT out STREQUAL want)
+            message(FATAL_ERROR "specdec help ${cmd} printed\n${out}\nspecdec ${cmd} --help printed\n${want}")
+        endif()
+        expect_match("tokenizer\\.json, else tokenizer\\.model, else tokenizer\\.bin" "${out}" "specdec ${cmd} --help's --tokenizer")
+    endforeach()
+    run_specdec(out err rc help convert)
+    expect_match("^usage: specdec convert IN OUT \\[--dtype f32\\|bf16\\|f16\\|q8_0\\] \\[--tokenizer PATH\\] \\[--force\\]\n"
+        "${out}" "specdec convert --help's usage")
+    # --version prints the version CMakeLists.txt's project() declares.
+    file(READ ${ROOT}/CMakeLists.txt lists)
+    string(REGEX MATCH "project\\(specdec VERSION ([0-9.]+)" unused "${lists}")
+    run_specdec(out err rc --version)
+    expect_rc(0 "${rc}" "${err}" "specdec --version")
+    if(NOT out STREQUAL "specdec ${CMAKE_MATCH_1}\n")
+        message(FATAL_ERROR "specdec --version printed '${out}', CMakeLists.txt declares version ${CMAKE_MATCH_1}")
+    endif()
 else()
     message(FATAL_ERROR "unknown CASE '${CASE}'")
 endif()
