@@ -331,10 +331,12 @@ template <LanguageModel Target>
 LawCheck later_tokens_check(Target& target, std::span<const int> prompt, const Sampling& sampling,
                             const std::vector<std::vector<int>>& generations) {
     LawCheck out;
-    const std::size_t length = generations.empty() ? 0 : generations[0].size();
+    std::size_t length = 0;
+    for (const std::vector<int>& g : generations) length = std::max(length, g.size());
     for (std::size_t j = 2; j < length; ++j) {
         std::map<std::vector<int>, std::map<int, int>> after;  // prefix (tokens 0..j-1) -> tally of token j
-        for (const std::vector<int>& g : generations) ++after[std::vector<int>(g.begin(), g.begin() + j)][g[j]];
+        for (const std::vector<int>& g : generations)
+            if (g.size() > j) ++after[std::vector<int>(g.begin(), g.begin() + j)][g[j]];
         double tv = 0.0;
         for (const auto& [prefix, tally] : after) {
             int n = 0;
